@@ -1,0 +1,33 @@
+#!/usr/bin/env node
+import { ConfigError } from '../config/load.js'
+
+type Command = { run(argv: string[]): Promise<number> }
+
+const commands: Record<string, { about: string; load: () => Promise<Command> }> = {
+  start: { about: 'run the proxy (--config FILE)', load: () => import('./start.js') },
+}
+
+function usage(): string {
+  const lines = Object.entries(commands).map(([name, { about }]) => `  ${name.padEnd(9)}${about}`)
+  return `usage: pgfence <command> [options]\n\ncommands:\n${lines.join('\n')}\n`
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv
+  const command = name === undefined ? undefined : commands[name]
+  if (!command) {
+    process.stderr.write(usage())
+    return name === undefined || name === 'help' || name === '--help' ? 0 : 2
+  }
+  try {
+    return await (await command.load()).run(rest)
+  } catch (err) {
+    if (err instanceof ConfigError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`pgfence ${name}: ${(err as Error).message}\n`)
+      return 2
+    }
+    throw err
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2))

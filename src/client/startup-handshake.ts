@@ -1,0 +1,76 @@
+import type net from 'node:net'
+import tls from 'node:tls'
+import { PgError } from '../wire/error-response.js'
+import { decodeStartupPacket, type StartupPacket } from '../wire/startup-packet.js'
+import { StartupReader } from './startup-reader.js'
+
+export type ClientSocket = net.Socket | tls.TLSSocket
+
+export type Handshake =
+  | {
+      kind: 'startup'
+      socket: ClientSocket
+      packet: Extract<StartupPacket, { kind: 'startup' }>
+      /** Bytes the client sent after its StartupMessage, to be relayed first. */
+      leftover: Buffer
+    }
+  | { kind: 'cancel'; bytes: Buffer }
+
+const ANSWER_YES = Buffer.from('S')
+const ANSWER_NO = Buffer.from('N')
+
+/**
+ * Runs the client's side of the startup: encryption requests (TLS when configured, GSS never),
+ * then the StartupMessage or a CancelRequest.
+ */
+export async function runStartupHandshake(
+  raw: net.Socket,
+  secureContext: tls.SecureContext | undefined,
+  /** Told when the conversation moves into TLS, so errors are sent on the right layer. */
+  onEncrypted: (socket: tls.TLSSocket) => void,
+): Promise<Handshake> {
+  let socket: ClientSocket = raw
+  let reader = new StartupReader(socket)
+  let encrypted = false
+  for (;;) {
+    const packet = decodeStartupPacket(await reader.next())
+    if (packet.kind === 'cancel') {
+      reader.detach()
+      return packet
+    }
+    if (packet.kind === 'startup') {
+      reader.detach()
+      return { kind: 'startup', socket, packet, leftover: reader.leftover }
+    }
+    if (encrypted) throw new PgError('08P01', 'unexpected encryption request after encryption')
+    // Bytes sent before our answer would be read as if they had been encrypted (CVE-2021-23214).
+    if (reader.leftover.length > 0) {
+      throw new PgError('08P01', 'received unencrypted data after SSL request')
+    }
+    if (packet.kind === 'ssl' && secureContext) {
+      reader.detach()
+      socket.write(ANSWER_YES)
+      const secure = await startServerTls(raw, secureContext)
+      onEncrypted(secure)
+      socket = secure
+      reader = new StartupReader(socket)
+      encrypted = true
+    } else {
+      socket.write(ANSWER_NO)
+    }
+  }
+}
+
+function startServerTls(raw: net.Socket, secureContext: tls.SecureContext): Promise<tls.TLSSocket> {
+  return new Promise((resolve, reject) => {
+    const secure = new tls.TLSSocket(raw, { isServer: true, secureContext })
+    const onError = (err: Error) => reject(new PgError('08P01', `TLS handshake failed: ${err.message}`))
+    secure.once('secure', () => {
+      secure.off('error', onError)
+      resolve(secure)
+    })
+    secure.once('error', onError)
+    raw.resume()
+  })
+}
+

@@ -1,0 +1,144 @@
+import net from 'node:net'
+import tls from 'node:tls'
+import { readFileSync } from 'node:fs'
+import type { Config } from '../config/schema.js'
+import { createLogger, type Logger } from '../log.js'
+import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
+import { runStartupHandshake } from '../client/startup-handshake.js'
+import { connectUpstream } from '../server/upstream-connector.js'
+import { forwardCancel } from '../server/cancel-forwarder.js'
+import { PgError } from '../wire/error-response.js'
+import { ProxySession } from './session.js'
+
+export interface ProxyOptions {
+  logger?: Logger
+  /** Rewrites statements for fencing; none means every statement passes through. */
+  rewriter?: StatementRewriter | null
+}
+
+export interface RunningProxy {
+  host: string
+  port: number
+  /** Client connections open now, sessions and those still starting. */
+  connectionCount(): number
+  /** Stops accepting, lets sessions finish up to limits.shutdownTimeoutMs, then closes them. */
+  close(): Promise<void>
+}
+
+function clientTlsContext(config: Config): tls.SecureContext | undefined {
+  if (!config.tls) return undefined
+  return tls.createSecureContext({
+    cert: readFileSync(config.tls.cert),
+    key: readFileSync(config.tls.key),
+  })
+}
+
+/** Starts listening; resolves once the port is bound. */
+export async function startProxy(config: Config, options: ProxyOptions = {}): Promise<RunningProxy> {
+  const logger = options.logger ?? createLogger(config.log.level)
+  const secureContext = clientTlsContext(config)
+  const rewriter = options.rewriter ?? null
+  const connections = new Set<net.Socket>()
+  const sessions = new Set<ProxySession>()
+  let nextId = 0
+
+  async function serve(raw: net.Socket, log: Logger): Promise<void> {
+    const startupTimer = setTimeout(() => {
+      log.info('startup not completed in time')
+      raw.destroy()
+    }, config.limits.startupTimeoutMs)
+    let client: net.Socket = raw
+    try {
+      const handshake = await runStartupHandshake(raw, secureContext, (secure) => (client = secure))
+      if (handshake.kind === 'cancel') {
+        clearTimeout(startupTimer)
+        raw.destroy()
+        return forwardCancel(config.upstream, handshake.bytes)
+      }
+      if (connections.size > config.limits.maxClientConnections) {
+        throw new PgError('53300', 'sorry, too many clients already')
+      }
+      const params = handshake.packet.params
+      const sessionLog = log.child({
+        user: params.get('user'),
+        database: params.get('database') ?? params.get('user'),
+      })
+      const upstream = await connectUpstream(config.upstream)
+      if (raw.destroyed) return void upstream.destroy()
+      const session = new ProxySession(handshake.socket, upstream, {
+        maxMessageBytes: config.limits.maxMessageBytes,
+        rewriter,
+        logger: sessionLog,
+        onReady: () => clearTimeout(startupTimer),
+      })
+      sessions.add(session)
+      session.closed.then(() => {
+        clearTimeout(startupTimer)
+        sessions.delete(session)
+      })
+      session.start(handshake.packet.bytes, handshake.leftover)
+      sessionLog.debug('session started')
+    } catch (err) {
+      clearTimeout(startupTimer)
+      refuse(client, err, log)
+    }
+  }
+
+  const server = net.createServer({ noDelay: true }, (raw) => {
+    const log = logger.child({ conn: ++nextId, peer: `${raw.remoteAddress}:${raw.remotePort}` })
+    connections.add(raw)
+    raw.on('close', () => connections.delete(raw))
+    raw.on('error', (err) => log.debug({ err: err.message }, 'client socket error'))
+    void serve(raw, log)
+  })
+  server.on('error', (err) => logger.error({ err }, 'listener error'))
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(config.listen.port, config.listen.host, () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+  const address = server.address() as net.AddressInfo
+  logger.info({ host: config.listen.host, port: address.port }, 'pgfence listening')
+
+  return {
+    host: config.listen.host,
+    port: address.port,
+    connectionCount: () => connections.size,
+    close: () => drain(server, connections, sessions, config.limits.shutdownTimeoutMs, logger),
+  }
+}
+
+/** Answers a failed startup with an ErrorResponse when there is one to give, then closes. */
+function refuse(client: net.Socket, err: unknown, log: Logger): void {
+  if (err instanceof PgError) {
+    log.info({ code: err.code, reason: err.message }, 'connection refused')
+    if (!client.destroyed) client.end(err.encode())
+    client.destroySoon()
+  } else {
+    log.debug({ err: (err as Error).message }, 'connection closed during startup')
+    client.destroy()
+  }
+}
+
+async function drain(
+  server: net.Server,
+  connections: Set<net.Socket>,
+  sessions: Set<ProxySession>,
+  timeoutMs: number,
+  logger: Logger,
+): Promise<void> {
+  const stopped = new Promise<void>((resolve) => server.close(() => resolve()))
+  logger.info({ sessions: sessions.size, timeoutMs }, 'draining')
+  const idle = Promise.all([...sessions].map((session) => session.closed))
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))
+  await Promise.race([idle, timeout])
+  clearTimeout(timer)
+  const shutdown = new PgError('57P01', 'terminating connection due to administrator command')
+  for (const session of sessions) session.terminate(shutdown)
+  for (const socket of connections) socket.destroy()
+  await stopped
+}

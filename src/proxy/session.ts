@@ -1,0 +1,146 @@
+import type { Logger } from '../log.js'
+import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
+import type { ClientSocket } from '../client/startup-handshake.js'
+import type { UpstreamSocket } from '../server/upstream-connector.js'
+import { AuthPhaseFilter } from '../wire/auth-filter.js'
+import { BackendScanner } from '../wire/backend-scanner.js'
+import { decodeErrorFields, PgError } from '../wire/error-response.js'
+import { MessageFramer } from '../wire/message-framer.js'
+import { interceptStatement, NO_TYPES, REWRITTEN_TYPES } from './statement-interceptor.js'
+
+export interface SessionOptions {
+  maxMessageBytes: number
+  rewriter: StatementRewriter | null
+  logger: Logger
+  /** Called once the server's first ReadyForQuery reached the client. */
+  onReady: () => void
+}
+
+/**
+ * One client connection and its own upstream connection (session mode). Client→server bytes
+ * are framed so that Query and Parse texts can be rewritten; server→client bytes are forwarded
+ * untouched, with their boundaries followed.
+ */
+export class ProxySession {
+  readonly closed: Promise<void>
+  private markClosed!: () => void
+  private ended = false
+  private ready = false
+  private lastErrorFatal = false
+  private readonly framer: MessageFramer
+  private readonly scanner: BackendScanner
+  private readonly authFilter = new AuthPhaseFilter()
+
+  constructor(
+    private readonly client: ClientSocket,
+    private readonly upstream: UpstreamSocket,
+    private readonly options: SessionOptions,
+  ) {
+    this.closed = new Promise((resolve) => (this.markClosed = resolve))
+    this.framer = new MessageFramer(
+      {
+        forward: (bytes) => this.sendUpstream(bytes),
+        intercept: (message) => this.sendUpstream(this.rewrite(message)),
+        fail: (error) => this.abort(error),
+      },
+      options.maxMessageBytes,
+      options.rewriter ? REWRITTEN_TYPES : NO_TYPES,
+    )
+    this.scanner = new BackendScanner((message) => this.onServerError(message))
+  }
+
+  start(startupPacket: Buffer, leftover: Buffer): void {
+    const { client, upstream } = this
+    upstream.setNoDelay?.(true)
+    client.setNoDelay?.(true)
+    client.on('data', (chunk: Buffer) => this.fromClient(chunk))
+    upstream.on('data', (chunk: Buffer) => this.fromServer(chunk))
+    client.on('drain', () => upstream.resume())
+    upstream.on('drain', () => client.resume())
+    client.on('close', () => this.finish())
+    upstream.on('close', () => this.upstreamClosed())
+    client.on('error', (err) => this.options.logger.debug({ err: err.message }, 'client socket error'))
+    upstream.on('error', (err) => this.options.logger.warn({ err: err.message }, 'upstream socket error'))
+    upstream.write(startupPacket)
+    if (leftover.length > 0) this.fromClient(leftover)
+    client.resume()
+  }
+
+  /** Closes both sides now (shutdown timeout, startup timeout). */
+  terminate(error?: PgError): void {
+    if (error && this.scanner.atBoundary() && this.client.writable) this.client.write(error.encode())
+    this.finish()
+  }
+
+  private fromClient(chunk: Buffer): void {
+    const upstream = this.upstream
+    upstream.cork()
+    this.framer.push(chunk)
+    upstream.uncork()
+  }
+
+  private sendUpstream(bytes: Buffer): void {
+    if (!this.upstream.write(bytes)) this.client.pause()
+  }
+
+  private fromServer(chunk: Buffer): void {
+    if (!this.ready) return this.fromServerDuringAuth(chunk)
+    this.scanner.scan(chunk)
+    if (!this.client.write(chunk)) this.upstream.pause()
+  }
+
+  private fromServerDuringAuth(chunk: Buffer): void {
+    const { forward, rest } = this.authFilter.push(chunk)
+    for (const message of forward) this.client.write(message)
+    if (rest === null) return
+    this.ready = true
+    this.options.onReady()
+    if (rest.length > 0) this.fromServer(rest)
+  }
+
+  private rewrite(message: Buffer): Buffer {
+    try {
+      return interceptStatement(message, this.options.rewriter!)
+    } catch (err) {
+      this.options.logger.error({ err }, 'statement rewrite failed')
+      this.abort(new PgError('XX000', 'pgfence could not rewrite the statement'))
+      return Buffer.alloc(0)
+    }
+  }
+
+  private onServerError(message: Buffer): void {
+    const fields = decodeErrorFields(message)
+    this.lastErrorFatal = fields.severity === 'FATAL' || fields.severity === 'PANIC'
+    if (fields.code?.startsWith('PF')) {
+      this.options.logger.info(
+        { code: fields.code, schema: fields.schema, table: fields.table, detail: fields.detail },
+        'fencing rejection',
+      )
+    }
+  }
+
+  /** A protocol violation by the client: tell it why, then close both sides. */
+  private abort(error: PgError): void {
+    this.options.logger.info({ code: error.code, reason: error.message }, 'closing client connection')
+    this.terminate(error)
+  }
+
+  private upstreamClosed(): void {
+    if (this.ended) return
+    if (this.ready && !this.lastErrorFatal) {
+      this.options.logger.warn('upstream connection closed unexpectedly')
+      this.terminate(new PgError('08006', 'server closed the connection unexpectedly'))
+    } else {
+      this.finish()
+    }
+  }
+
+  private finish(): void {
+    if (this.ended) return
+    this.ended = true
+    this.client.end()
+    this.upstream.destroy()
+    this.client.destroySoon()
+    this.markClosed()
+  }
+}

@@ -1,0 +1,56 @@
+import { isUtf8 } from 'node:buffer'
+import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
+import { Frontend } from '../wire/protocol.js'
+
+/** Message types whose SQL text the rewriter must see. */
+export const REWRITTEN_TYPES: Uint8Array = (() => {
+  const table = new Uint8Array(256)
+  table[Frontend.Query] = 1
+  table[Frontend.Parse] = 1
+  return table
+})()
+
+export const NO_TYPES = new Uint8Array(256)
+
+/** Text encoding that round-trips the client's bytes: UTF-8 when valid, else byte for byte. */
+const encodingOf = (bytes: Buffer): BufferEncoding => (isUtf8(bytes) ? 'utf8' : 'latin1')
+
+function withHeader(type: number, parts: Buffer[]): Buffer {
+  const bodyLength = parts.reduce((sum, part) => sum + part.length, 0)
+  const header = Buffer.allocUnsafe(5)
+  header[0] = type
+  header.writeUInt32BE(bodyLength + 4, 1)
+  return Buffer.concat([header, ...parts], bodyLength + 5)
+}
+
+/**
+ * Applies the rewriter to one whole Query or Parse message; returns the message to send
+ * upstream (the same buffer when nothing changes).
+ */
+export function interceptStatement(message: Buffer, rewriter: StatementRewriter): Buffer {
+  return message[0] === Frontend.Query ? rewriteQuery(message, rewriter) : rewriteParse(message, rewriter)
+}
+
+function rewriteQuery(message: Buffer, rewriter: StatementRewriter): Buffer {
+  const textBytes = message.subarray(5, message.length - 1)
+  const encoding = encodingOf(textBytes)
+  const rewritten = rewriter.rewriteQuery(textBytes.toString(encoding))
+  if (rewritten === null) return message
+  return withHeader(Frontend.Query, [Buffer.from(`${rewritten}\0`, encoding)])
+}
+
+/** Parse: name\0 query\0 int16 count, int32 type oids — only the query changes. */
+function rewriteParse(message: Buffer, rewriter: StatementRewriter): Buffer {
+  const nameEnd = message.indexOf(0, 5)
+  const queryEnd = nameEnd < 0 ? -1 : message.indexOf(0, nameEnd + 1)
+  if (queryEnd < 0) return message // malformed: PostgreSQL rejects it itself
+  const textBytes = message.subarray(nameEnd + 1, queryEnd)
+  const encoding = encodingOf(textBytes)
+  const rewritten = rewriter.rewriteParse(textBytes.toString(encoding))
+  if (rewritten === null) return message
+  return withHeader(Frontend.Parse, [
+    message.subarray(5, nameEnd + 1),
+    Buffer.from(`${rewritten}\0`, encoding),
+    message.subarray(queryEnd + 1),
+  ])
+}

@@ -1,0 +1,99 @@
+import net from 'node:net'
+import tls from 'node:tls'
+import { readFileSync } from 'node:fs'
+import type { Config } from '../config/schema.js'
+import { PgError } from '../wire/error-response.js'
+import { SSL_REQUEST_CODE } from '../wire/protocol.js'
+import { encodeRequestCode } from '../wire/startup-packet.js'
+
+type UpstreamConfig = Config['upstream']
+
+export type UpstreamSocket = net.Socket | tls.TLSSocket
+
+const unreachable = (upstream: UpstreamConfig, reason: string): PgError =>
+  new PgError(
+    '08006',
+    `could not connect to upstream server ${upstream.host}:${upstream.port}: ${reason}`,
+  )
+
+/** Opens a TCP connection within the configured timeout, Nagle off. */
+export function connectTcp(upstream: UpstreamConfig): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: upstream.host, port: upstream.port, noDelay: true })
+    const timer = setTimeout(() => {
+      socket.destroy()
+      reject(unreachable(upstream, `timeout after ${upstream.connectTimeoutMs} ms`))
+    }, upstream.connectTimeoutMs)
+    socket.once('connect', () => {
+      clearTimeout(timer)
+      socket.removeAllListeners('error')
+      resolve(socket)
+    })
+    socket.once('error', (err) => {
+      clearTimeout(timer)
+      reject(unreachable(upstream, err.message))
+    })
+  })
+}
+
+/** Asks the server for TLS and reads its one-byte answer. */
+function negotiateTls(socket: net.Socket, upstream: UpstreamConfig): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const fail = (reason: string) => {
+      cleanup()
+      socket.destroy()
+      reject(unreachable(upstream, reason))
+    }
+    const onData = (chunk: Buffer) => {
+      cleanup()
+      // Anything after the answer byte would be injected plaintext (CVE-2021-23222).
+      if (chunk.length !== 1) return fail('unexpected data after the TLS answer')
+      if (chunk[0] === 0x53) return resolve(true)
+      if (chunk[0] === 0x4e) return resolve(false)
+      fail('invalid answer to SSLRequest')
+    }
+    const onError = (err: Error) => fail(err.message)
+    const onClose = () => fail('connection closed during TLS negotiation')
+    const cleanup = () => {
+      socket.off('data', onData)
+      socket.off('error', onError)
+      socket.off('close', onClose)
+    }
+    socket.on('data', onData)
+    socket.on('error', onError)
+    socket.on('close', onClose)
+    socket.write(encodeRequestCode(SSL_REQUEST_CODE))
+  })
+}
+
+function startTls(socket: net.Socket, upstream: UpstreamConfig): Promise<tls.TLSSocket> {
+  const verify = upstream.tls === 'verify-full'
+  return new Promise((resolve, reject) => {
+    const secure = tls.connect({
+      socket,
+      servername: net.isIP(upstream.host) ? undefined : upstream.host,
+      rejectUnauthorized: verify,
+      ca: upstream.ca ? readFileSync(upstream.ca) : undefined,
+      checkServerIdentity: verify ? (_, cert) => tls.checkServerIdentity(upstream.host, cert) : () => undefined,
+    })
+    secure.once('secureConnect', () => {
+      secure.removeAllListeners('error')
+      resolve(secure)
+    })
+    secure.once('error', (err) => {
+      socket.destroy()
+      reject(unreachable(upstream, `TLS: ${err.message}`))
+    })
+  })
+}
+
+/** A connection to the upstream server, encrypted as `upstream.tls` asks. */
+export async function connectUpstream(upstream: UpstreamConfig): Promise<UpstreamSocket> {
+  const socket = await connectTcp(upstream)
+  if (upstream.tls === 'disable') return socket
+  const accepted = await negotiateTls(socket, upstream)
+  if (accepted) return startTls(socket, upstream)
+  if (upstream.tls === 'prefer') return socket
+  socket.destroy()
+  throw unreachable(upstream, 'the server does not support TLS, but upstream.tls requires it')
+}

@@ -1,0 +1,47 @@
+import { AUTH_SASL, Backend, HEADER_BYTES } from './protocol.js'
+
+const CHANNEL_BINDING = 'SCRAM-SHA-256-PLUS'
+
+/**
+ * Reads the server's startup-phase messages (authentication up to the first ReadyForQuery).
+ * Channel binding cannot work through a proxy (the client's TLS ends at the proxy), so
+ * SCRAM-SHA-256-PLUS is removed from the mechanisms the server offers.
+ */
+export class AuthPhaseFilter {
+  private pending: Buffer = Buffer.alloc(0)
+
+  /**
+   * Returns the bytes to forward and, once ReadyForQuery has passed, the session's first bytes
+   * (everything after it) as `rest`.
+   */
+  push(chunk: Buffer): { forward: Buffer[]; rest: Buffer | null } {
+    const buffered = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk])
+    const forward: Buffer[] = []
+    let pos = 0
+    while (buffered.length - pos >= HEADER_BYTES) {
+      const total = buffered.readUInt32BE(pos + 1) + 1
+      if (buffered.length - pos < total) break
+      const message = buffered.subarray(pos, pos + total)
+      forward.push(withoutChannelBinding(message))
+      pos += total
+      if (message[0] === Backend.ReadyForQuery) return { forward, rest: buffered.subarray(pos) }
+    }
+    this.pending = Buffer.from(buffered.subarray(pos))
+    return { forward, rest: null }
+  }
+}
+
+function withoutChannelBinding(message: Buffer): Buffer {
+  if (message[0] !== Backend.Authentication || message.readUInt32BE(5) !== AUTH_SASL) return message
+  const mechanisms = message
+    .toString('utf8', 9, message.length)
+    .split('\0')
+    .filter((name) => name !== '' && name !== CHANNEL_BINDING)
+  const body = Buffer.from(mechanisms.map((name) => `${name}\0`).join('') + '\0', 'utf8')
+  const out = Buffer.allocUnsafe(9 + body.length)
+  out[0] = Backend.Authentication
+  out.writeUInt32BE(8 + body.length, 1)
+  out.writeUInt32BE(AUTH_SASL, 5)
+  body.copy(out, 9)
+  return out
+}
