@@ -5,6 +5,7 @@ type Command = { run(argv: string[]): Promise<number> }
 
 const commands: Record<string, { about: string; load: () => Promise<Command> }> = {
   start: { about: 'run the proxy (--config FILE)', load: () => import('./start.js') },
+  demo: { about: 'the GC-pause story with real processes', load: () => import('./demo.js') },
 }
 
 function usage(): string {

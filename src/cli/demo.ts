@@ -1,0 +1,283 @@
+import { fork, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
+import { setTimeout as delay } from 'node:timers/promises'
+import { parseArgs } from 'node:util'
+import pg from 'pg'
+import { parseConfig } from '../config/load.js'
+import type { Config } from '../config/schema.js'
+import { demoDatabase, prepareDemoDatabase } from '../dev/demo-database.js'
+import { startEmbeddedServer } from '../dev/embedded-postgres.js'
+import { createLogger } from '../log.js'
+import { createFencingRewriter } from '../proxy/fencing.js'
+import { startProxy } from '../proxy/proxy-server.js'
+import type { DemoEvent, DemoTask } from './demo-worker.js'
+
+type RoundName = DemoTask['round']
+
+export interface RoundResult {
+  name: RoundName
+  finalValue: string
+  corrupted: boolean
+  /** SQLSTATE the late write got, or null when it went through. */
+  staleWriteCode: string | null
+}
+
+interface DemoEnvironment {
+  redisUrl: string
+  /** The demo database, straight to PostgreSQL. */
+  databaseUrl: string
+  /** The demo database through pgfence. */
+  proxyUrl: string
+  fencing: Config['fencing']
+  serverUrl: (database: string) => string
+}
+
+const leaseTtlMs = 1000
+const freezeMs = 1500
+const firstValue = 'A'
+const secondValue = 'B'
+
+const roundStory: Record<RoundName, { lock: string; path: string; expected: string }> = {
+  naive: { lock: 'Redis SET NX PX, no token', path: 'PostgreSQL', expected: 'corrupted' },
+  lease: { lock: 'LeaseManager, signal checked', path: 'PostgreSQL', expected: 'corrupted' },
+  fenced: { lock: 'LeaseManager token', path: 'pgfence', expected: 'PF409, B stays' },
+}
+
+/** A forked worker whose reports arrive in order; `next` waits for the next one. */
+class Worker {
+  private readonly events: DemoEvent[] = []
+  private waiting: (() => void) | undefined
+  readonly exited: Promise<number | null>
+
+  constructor(readonly process: ChildProcess) {
+    process.on('message', (event: DemoEvent) => {
+      this.events.push(event)
+      this.waiting?.()
+    })
+    this.exited = new Promise((resolve) => process.once('exit', (code) => resolve(code)))
+    void this.exited.then(() => this.waiting?.())
+  }
+
+  async next(): Promise<DemoEvent> {
+    while (this.events.length === 0) {
+      if (this.process.exitCode !== null || this.process.signalCode !== null) {
+        throw new Error(`demo worker exited (${this.process.exitCode ?? this.process.signalCode})`)
+      }
+      await new Promise<void>((resolve) => (this.waiting = resolve))
+    }
+    return this.events.shift()!
+  }
+}
+
+function startWorker(task: DemoTask): Worker {
+  const script = new URL('./demo-worker.js', import.meta.url)
+  return new Worker(
+    fork(script, [JSON.stringify(task)], { stdio: ['pipe', 'inherit', 'inherit', 'ipc'] }),
+  )
+}
+
+function describeWrite(event: DemoEvent): string {
+  if (event.event === 'wrote') return 'committed'
+  if (event.event === 'refused') return `refused with ${event.code}: ${event.message}`
+  return `unexpected ${event.event}`
+}
+
+async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return await work(client)
+  } finally {
+    await client.end()
+  }
+}
+
+/**
+ * Row 99 back to PENDING at token 100, and the token source at 100 or above, so every round
+ * tells the same story and tokens never go back.
+ */
+async function resetInvoice(env: DemoEnvironment): Promise<void> {
+  await prepareDemoDatabase(env.serverUrl, env.fencing)
+  await withClient(env.databaseUrl, (client) =>
+    client.query(
+      `SELECT setval('pgfence.token_seq', 100) FROM pgfence.token_seq WHERE last_value < 100`,
+    ),
+  )
+}
+
+async function playRound(
+  name: RoundName,
+  env: DemoEnvironment,
+  say: (line: string) => void,
+): Promise<RoundResult> {
+  await resetInvoice(env)
+  const startedAt = performance.now()
+  const at = (line: string) =>
+    say(`  ${((performance.now() - startedAt) / 1000).toFixed(2)}s  ${line}`)
+  const keyPrefix = `pgfence:demo:${randomBytes(4).toString('hex')}:`
+  const task = (role: DemoTask['role'], value: string): DemoTask => ({
+    round: name,
+    role,
+    value,
+    redisUrl: env.redisUrl,
+    keyPrefix,
+    databaseUrl: env.databaseUrl,
+    writeUrl: name === 'fenced' ? env.proxyUrl : env.databaseUrl,
+    ttlMs: leaseTtlMs,
+  })
+  const first = startWorker(task('first', firstValue))
+  const second = startWorker(task('second', secondValue))
+  const tokenOf = (event: DemoEvent) =>
+    event.event === 'acquired' && event.token ? ` with token ${event.token}` : ''
+
+  at(`worker 1 takes the lock on invoice 99${tokenOf(await first.next())}`)
+  await first.next()
+  first.process.kill('SIGSTOP')
+  at(
+    `worker 1 ${name === 'naive' ? 'is about to write' : 'checks its lease: still valid'}; frozen (SIGSTOP)`,
+  )
+  const thawAt = delay(freezeMs)
+
+  second.process.send('go')
+  at(`worker 2 takes the lock after it expired${tokenOf(await second.next())}`)
+  await second.next()
+  at(`worker 2 writes ${secondValue}: ${describeWrite(await second.next())}`)
+  await second.exited
+
+  await thawAt
+  first.process.kill('SIGCONT')
+  first.process.stdin!.end('\n')
+  at(`worker 1 wakes (SIGCONT) and writes ${firstValue}`)
+  const lateWrite = await first.next()
+  at(`worker 1's late write: ${describeWrite(lateWrite)}`)
+  await first.exited
+
+  const finalValue = await withClient(env.databaseUrl, async (client) => {
+    const { rows } = await client.query('SELECT status FROM invoices WHERE id = 99')
+    return rows[0].status as string
+  })
+  return {
+    name,
+    finalValue,
+    corrupted: finalValue !== secondValue,
+    staleWriteCode: lateWrite.event === 'refused' ? lateWrite.code : null,
+  }
+}
+
+function resultTable(results: RoundResult[]): string {
+  const rows = [
+    ['round', 'lock', 'write path', 'expected', 'late write', 'final', 'outcome'],
+    ...results.map((result) => {
+      const story = roundStory[result.name]
+      return [
+        result.name,
+        story.lock,
+        story.path,
+        story.expected,
+        result.staleWriteCode ?? 'committed',
+        result.finalValue,
+        result.corrupted ? 'CORRUPTED' : 'correct',
+      ]
+    }),
+  ]
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)))
+  return rows
+    .map((row) => `| ${row.map((cell, column) => cell.padEnd(widths[column]!)).join(' | ')} |`)
+    .join('\n')
+}
+
+/** Builds a URL for another database on the same server as `url`. */
+function sameServer(url: string): (database: string) => string {
+  return (database) => {
+    const other = new URL(url)
+    other.pathname = `/${database}`
+    return other.toString()
+  }
+}
+
+/** The PostgreSQL server: the one given, or an embedded one in a temp dir removed afterwards. */
+async function openServer(databaseUrl: string | undefined) {
+  if (databaseUrl) return { serverUrl: sameServer(databaseUrl), stop: async () => {} }
+  const dir = mkdtempSync(join(tmpdir(), 'pgfence-demo-'))
+  // As root the server runs as the postgres user, which must reach its data directory.
+  chmodSync(dir, 0o755)
+  const server = await startEmbeddedServer(join(dir, 'data'))
+  return {
+    serverUrl: server.url,
+    stop: async () => {
+      await server.stop()
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+async function playDemo(
+  redisUrl: string,
+  databaseUrl: string | undefined,
+  say: (line: string) => void,
+) {
+  const server = await openServer(databaseUrl)
+  try {
+    const direct = new URL(server.serverUrl(demoDatabase))
+    const config = parseConfig({
+      listen: { host: '127.0.0.1', port: 0 },
+      upstream: { host: direct.hostname, port: Number(direct.port || 5432), tls: 'disable' },
+      limits: { shutdownTimeoutMs: 2000 },
+      fencing: { tables: [{ name: 'invoices' }] },
+    })
+    const proxy = await startProxy(config, {
+      logger: createLogger('silent'),
+      rewriter: await createFencingRewriter(config),
+    })
+    try {
+      const proxied = new URL(direct)
+      proxied.hostname = proxy.host
+      proxied.port = String(proxy.port)
+      const env: DemoEnvironment = {
+        redisUrl,
+        databaseUrl: direct.toString(),
+        proxyUrl: proxied.toString(),
+        fencing: config.fencing,
+        serverUrl: server.serverUrl,
+      }
+      const results: RoundResult[] = []
+      for (const name of ['naive', 'lease', 'fenced'] as const) {
+        const story = roundStory[name]
+        say(`\nround ${name}: ${story.lock}, writes to ${story.path}`)
+        results.push(await playRound(name, env, say))
+      }
+      return results
+    } finally {
+      await proxy.close()
+    }
+  } finally {
+    await server.stop()
+  }
+}
+
+/**
+ * `pgfence demo`: the GC-pause story with real processes. Worker 1 takes a 1 s lock on invoice 99
+ * and is frozen with SIGSTOP for 1.5 s right before writing A; worker 2 takes the lock once it
+ * expired and writes B; worker 1 wakes and writes A. Three rounds: a naive lock, a lease alone,
+ * and a lease token checked by pgfence.
+ */
+export async function run(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      json: { type: 'boolean', default: false },
+      'redis-url': { type: 'string', default: 'redis://127.0.0.1:6379' },
+      'database-url': { type: 'string' },
+    },
+  })
+  const say = values.json ? () => {} : (line: string) => void process.stdout.write(`${line}\n`)
+  say(`pgfence demo: lease ${leaseTtlMs / 1000} s, worker 1 frozen for ${freezeMs / 1000} s`)
+  const rounds = await playDemo(values['redis-url'], values['database-url'], say)
+  if (values.json) process.stdout.write(`${JSON.stringify({ rounds }, null, 2)}\n`)
+  else say(`\n${resultTable(rounds)}`)
+  return 0
+}

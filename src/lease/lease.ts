@@ -1,0 +1,130 @@
+import { performance } from 'node:perf_hooks'
+import { LeaseLostError, type LeaseEndReason } from './errors.js'
+import type { LeaseStore } from './lease-store.js'
+import { validityMs } from './validity.js'
+
+/** Anything that runs SQL text: pg.Client, pg.Pool, pg.PoolClient and the like. */
+export interface Queryable {
+  query(text: string): unknown
+}
+
+export interface LeaseGrant {
+  resource: string
+  owner: string
+  token: bigint
+  /** `performance.now()` when the acquire request was sent. */
+  sentAt: number
+  ttlMs: number
+  driftPpm: number
+}
+
+/**
+ * A held lease. It renews itself every ttl/3 and aborts `signal` as soon as it is lost (another
+ * owner, or a renewal without an ack within ttl/3), expires locally, is released, or the manager
+ * shuts down. Renewal failures surface as the abort reason's `cause`, never as a thrown error.
+ */
+export class Lease {
+  readonly resource: string
+  readonly token: bigint
+  private readonly owner: string
+  private readonly ttlMs: number
+  private readonly validForMs: number
+  private readonly renewEveryMs: number
+  private readonly controller = new AbortController()
+  private validUntil: number
+  private renewTimer: NodeJS.Timeout | undefined
+  private expiryTimer: NodeJS.Timeout | undefined
+
+  /** @internal Created by LeaseManager.acquire. */
+  constructor(
+    private readonly store: LeaseStore,
+    grant: LeaseGrant,
+    private readonly onReleased: (lease: Lease) => void,
+  ) {
+    this.resource = grant.resource
+    this.owner = grant.owner
+    this.token = grant.token
+    this.ttlMs = grant.ttlMs
+    this.validForMs = validityMs(grant.ttlMs, grant.driftPpm)
+    this.renewEveryMs = grant.ttlMs / 3
+    this.validUntil = grant.sentAt + this.validForMs
+    this.scheduleRenewal(grant.sentAt)
+    this.scheduleExpiryCheck()
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal
+  }
+
+  /** Milliseconds left to act, read from the monotonic clock on every call; ≤ 0 once over. */
+  remainingMs(): number {
+    const left = this.validUntil - performance.now()
+    return this.controller.signal.aborted ? Math.min(0, left) : left
+  }
+
+  /** Presents this lease's token on a connection: `SET app.fencing_token = <token>`. */
+  async applyTo(client: Queryable): Promise<void> {
+    await client.query(`SET app.fencing_token = ${this.token}`)
+  }
+
+  /** Ends the lease and deletes its key if still its own; false when another owner holds it. */
+  release(): Promise<boolean> {
+    return this.releaseFor('released')
+  }
+
+  /** @internal Ends the lease for `reason`, then compare-and-deletes its key. */
+  async releaseFor(reason: LeaseEndReason): Promise<boolean> {
+    this.end(reason)
+    this.onReleased(this)
+    return this.store.release(this.resource, this.owner)
+  }
+
+  private end(reason: LeaseEndReason, cause?: unknown): void {
+    if (this.controller.signal.aborted) return
+    clearTimeout(this.renewTimer)
+    clearTimeout(this.expiryTimer)
+    this.controller.abort(new LeaseLostError(this.resource, reason, { cause }))
+  }
+
+  /** The next renewal goes out ttl/3 after the previous request was sent. */
+  private scheduleRenewal(lastSentAt: number): void {
+    const delay = Math.max(0, lastSentAt + this.renewEveryMs - performance.now())
+    this.renewTimer = setTimeout(() => void this.renew(), delay).unref()
+  }
+
+  /** Fires at the local expiry; a renewal in between moves the expiry, so it checks again. */
+  private scheduleExpiryCheck(): void {
+    const delay = Math.max(0, Math.ceil(this.remainingMs()))
+    this.expiryTimer = setTimeout(() => {
+      if (this.remainingMs() <= 0) this.end('expired')
+      else this.scheduleExpiryCheck()
+    }, delay).unref()
+  }
+
+  private async renew(): Promise<void> {
+    if (this.remainingMs() <= 0) return this.end('expired')
+    const sentAt = performance.now()
+    let renewed: boolean
+    try {
+      renewed = await answerWithin(
+        this.store.renew(this.resource, this.owner, this.ttlMs),
+        this.renewEveryMs,
+      )
+    } catch (err) {
+      return this.end('lost', err)
+    }
+    if (this.controller.signal.aborted) return
+    if (!renewed) return this.end('lost', new Error('the key is gone or held by another owner'))
+    this.validUntil = Math.max(this.validUntil, sentAt + this.validForMs)
+    this.scheduleRenewal(sentAt)
+  }
+}
+
+/** Rejects when `promise` has not settled within `ms`; the timer never keeps the process alive. */
+function answerWithin<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`renewal got no ack within ${ms} ms`)), ms).unref()
+  })
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
+}

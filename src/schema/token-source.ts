@@ -1,0 +1,27 @@
+/**
+ * The fencing-token source: one sequence for every resource, so tokens strictly increase across
+ * all grants. Each token is durable before the caller sees it, even on a server that runs with
+ * `synchronous_commit = off`:
+ *
+ * - `set_config('synchronous_commit', 'on', true)` is transaction-local, so it still holds when
+ *   the caller's (autocommit) transaction commits. A `SET synchronous_commit = on` clause on the
+ *   function would be undone when the function returns, before the commit.
+ * - `nextval` writes WAL only once every 32 values and assigns a transaction id only then; a
+ *   commit without an xid writes no commit record and flushes nothing. `pg_current_xact_id()`
+ *   gives every call an xid, so every commit flushes WAL up to its commit record, which covers
+ *   the sequence's last logged value whichever transaction wrote it.
+ */
+export const tokenSourceSql = `CREATE SCHEMA IF NOT EXISTS pgfence;
+
+CREATE SEQUENCE IF NOT EXISTS pgfence.token_seq AS bigint MINVALUE 1 NO CYCLE;
+
+CREATE OR REPLACE FUNCTION pgfence.next_token() RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
+  PERFORM set_config('synchronous_commit', 'on', true);
+  PERFORM pg_current_xact_id();
+  RETURN nextval('pgfence.token_seq');
+END
+$$;
+`

@@ -1,0 +1,65 @@
+import { randomBytes } from 'node:crypto'
+import { Redis } from 'ioredis'
+import pg from 'pg'
+import { inject } from 'vitest'
+import { LeaseManager, type LeaseManagerOptions } from '../../../src/lease/index.js'
+import { tokenSourceSql } from '../../../src/schema/token-source.js'
+import { createTestDatabase, type TestDatabase } from '../../support/database.js'
+
+/** A key prefix no other test file uses, so files can run in parallel on one Redis. */
+export function uniqueKeyPrefix(label: string): string {
+  return `pgfence-test:${label}:${randomBytes(4).toString('hex')}:`
+}
+
+/** A test database with `pgfence.next_token()` installed, as `pgfence migrate` would. */
+export async function createTokenDatabase(label: string): Promise<TestDatabase> {
+  const db = await createTestDatabase(label)
+  await runSql(db.url, tokenSourceSql)
+  return db
+}
+
+export async function runSql(url: string, sql: string): Promise<pg.QueryResult> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return await client.query(sql)
+  } finally {
+    await client.end()
+  }
+}
+
+export function redisUrl(): string {
+  const url = inject('redisUrl')
+  if (!url) throw new Error('the lease tests need Redis (PGFENCE_TEST_REDIS_URL or 127.0.0.1:6379)')
+  return url
+}
+
+export function connectRedis(): Redis {
+  return new Redis(redisUrl())
+}
+
+/** Managers for one test file; `closeAll` in afterAll. Signals stay with the test runner. */
+export function managerFactory(defaults: Omit<LeaseManagerOptions, 'redis'>) {
+  const managers: LeaseManager[] = []
+  return {
+    create(options: Partial<LeaseManagerOptions> = {}): LeaseManager {
+      const manager = new LeaseManager({
+        redis: redisUrl(),
+        handleSignals: false,
+        ...defaults,
+        ...options,
+      })
+      managers.push(manager)
+      return manager
+    },
+    closeAll: () => Promise.all(managers.map((manager) => manager.close())),
+  }
+}
+
+/** Resolves with the abort reason as soon as the signal aborts. */
+export function abortReason(signal: AbortSignal): Promise<unknown> {
+  if (signal.aborted) return Promise.resolve(signal.reason)
+  return new Promise((resolve) =>
+    signal.addEventListener('abort', () => resolve(signal.reason), { once: true }),
+  )
+}
