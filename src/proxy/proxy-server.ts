@@ -63,9 +63,10 @@ export async function startProxy(config: Config, options: ProxyOptions = {}): Pr
         user: params.get('user'),
         database: params.get('database') ?? params.get('user'),
       })
-      const upstream = await connectUpstream(config.upstream)
+      let session: ProxySession | undefined
+      const upstream = await connectUpstream(config.upstream, (chunk) => session!.fromServer(chunk))
       if (raw.destroyed) return void upstream.destroy()
-      const session = new ProxySession(handshake.socket, upstream, {
+      session = new ProxySession(handshake.socket, upstream, {
         maxMessageBytes: config.limits.maxMessageBytes,
         rewriter,
         logger: sessionLog,

@@ -54,7 +54,6 @@ export class ProxySession {
     upstream.setNoDelay?.(true)
     client.setNoDelay?.(true)
     client.on('data', (chunk: Buffer) => this.fromClient(chunk))
-    upstream.on('data', (chunk: Buffer) => this.fromServer(chunk))
     client.on('drain', () => upstream.resume())
     upstream.on('drain', () => client.resume())
     client.on('close', () => this.finish())
@@ -83,10 +82,18 @@ export class ProxySession {
     if (!this.upstream.write(bytes)) this.client.pause()
   }
 
-  private fromServer(chunk: Buffer): void {
-    if (!this.ready) return this.fromServerDuringAuth(chunk)
-    this.scanner.scan(chunk)
-    if (!this.client.write(chunk)) this.upstream.pause()
+  /**
+   * The server's bytes, forwarded as they are. The chunk may be a view of a reused read buffer,
+   * so reading pauses while any of it waits in the client socket's queue (resumed on 'drain').
+   */
+  fromServer(chunk: Buffer): boolean {
+    if (this.ended) return false
+    if (!this.ready) this.fromServerDuringAuth(chunk)
+    else {
+      this.scanner.scan(chunk)
+      this.client.write(chunk)
+    }
+    return this.client.writableLength === 0
   }
 
   private fromServerDuringAuth(chunk: Buffer): void {
@@ -95,7 +102,10 @@ export class ProxySession {
     if (rest === null) return
     this.ready = true
     this.options.onReady()
-    if (rest.length > 0) this.fromServer(rest)
+    if (rest.length > 0) {
+      this.scanner.scan(rest)
+      this.client.write(rest)
+    }
   }
 
   private rewrite(message: Buffer): Buffer {

@@ -10,6 +10,16 @@ type UpstreamConfig = Config['upstream']
 
 export type UpstreamSocket = net.Socket | tls.TLSSocket
 
+/**
+ * Receives the server's bytes. The chunk may be a view of a buffer that is reused for the next
+ * read: return false while it is still referenced (a write not yet flushed) and call
+ * `resume()` on the socket once it is not.
+ */
+export type ServerBytesHandler = (chunk: Buffer) => boolean
+
+/** One read buffer per plain-TCP upstream connection, reused for every read. */
+const READ_BUFFER_BYTES = 64 * 1024
+
 const unreachable = (upstream: UpstreamConfig, reason: string): PgError =>
   new PgError(
     '08006',
@@ -17,9 +27,17 @@ const unreachable = (upstream: UpstreamConfig, reason: string): PgError =>
   )
 
 /** Opens a TCP connection within the configured timeout, Nagle off. */
-export function connectTcp(upstream: UpstreamConfig): Promise<net.Socket> {
+export function connectTcp(
+  upstream: UpstreamConfig,
+  onBytes?: ServerBytesHandler,
+): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
-    const socket = net.connect({ host: upstream.host, port: upstream.port, noDelay: true })
+    const onread = onBytes && {
+      buffer: Buffer.allocUnsafe(READ_BUFFER_BYTES),
+      callback: (length: number, buffer: Uint8Array) =>
+        onBytes(Buffer.from(buffer.buffer, buffer.byteOffset, length)),
+    }
+    const socket = net.connect({ host: upstream.host, port: upstream.port, noDelay: true, onread })
     const timer = setTimeout(() => {
       socket.destroy()
       reject(unreachable(upstream, `timeout after ${upstream.connectTimeoutMs} ms`))
@@ -87,13 +105,24 @@ function startTls(socket: net.Socket, upstream: UpstreamConfig): Promise<tls.TLS
   })
 }
 
-/** A connection to the upstream server, encrypted as `upstream.tls` asks. */
-export async function connectUpstream(upstream: UpstreamConfig): Promise<UpstreamSocket> {
+/**
+ * A connection to the upstream server, encrypted as `upstream.tls` asks, delivering the
+ * server's bytes to `onBytes`. Plain TCP reads into one reused buffer (no allocation per read).
+ */
+export async function connectUpstream(
+  upstream: UpstreamConfig,
+  onBytes: ServerBytesHandler,
+): Promise<UpstreamSocket> {
+  if (upstream.tls === 'disable') return connectTcp(upstream, onBytes)
   const socket = await connectTcp(upstream)
-  if (upstream.tls === 'disable') return socket
   const accepted = await negotiateTls(socket, upstream)
-  if (accepted) return startTls(socket, upstream)
-  if (upstream.tls === 'prefer') return socket
-  socket.destroy()
-  throw unreachable(upstream, 'the server does not support TLS, but upstream.tls requires it')
+  if (!accepted && upstream.tls !== 'prefer') {
+    socket.destroy()
+    throw unreachable(upstream, 'the server does not support TLS, but upstream.tls requires it')
+  }
+  const connected = accepted ? await startTls(socket, upstream) : socket
+  connected.on('data', (chunk: Buffer) => {
+    if (!onBytes(chunk)) connected.pause()
+  })
+  return connected
 }
