@@ -12,7 +12,6 @@ import type { Config } from '../config/schema.js'
 import { demoDatabase, prepareDemoDatabase } from '../dev/demo-database.js'
 import { startEmbeddedServer } from '../dev/embedded-postgres.js'
 import { createLogger } from '../log.js'
-import { createFencingRewriter } from '../proxy/fencing.js'
 import { startProxy } from '../proxy/proxy-server.js'
 import type { DemoEvent, DemoTask } from './demo-worker.js'
 
@@ -229,10 +228,7 @@ async function playDemo(
       limits: { shutdownTimeoutMs: 2000 },
       fencing: { tables: [{ name: 'invoices' }] },
     })
-    const proxy = await startProxy(config, {
-      logger: createLogger('silent'),
-      rewriter: await createFencingRewriter(config),
-    })
+    const proxy = await startProxy(config, { logger: createLogger('silent') })
     try {
       const proxied = new URL(direct)
       proxied.hostname = proxy.host

@@ -5,6 +5,19 @@ type Command = { run(argv: string[]): Promise<number> }
 
 const commands: Record<string, { about: string; load: () => Promise<Command> }> = {
   start: { about: 'run the proxy (--config FILE)', load: () => import('./start.js') },
+  dev: {
+    about: 'embedded PostgreSQL, demo database and proxy on 127.0.0.1:6432 (npm start)',
+    load: () => import('./dev.js'),
+  },
+  migrate: {
+    about:
+      'install the pgfence schema and fence columns (--config FILE --database-url URL [--dry-run])',
+    load: () => import('./migrate.js'),
+  },
+  explain: {
+    about: 'show what pgfence sends upstream for a statement (--config FILE "SQL")',
+    load: () => import('./explain.js'),
+  },
   demo: { about: 'the GC-pause story with real processes', load: () => import('./demo.js') },
 }
 
@@ -23,7 +36,10 @@ async function main(argv: string[]): Promise<number> {
   try {
     return await (await command.load()).run(rest)
   } catch (err) {
-    if (err instanceof ConfigError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+    if (
+      err instanceof ConfigError ||
+      (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
+    ) {
       process.stderr.write(`pgfence ${name}: ${(err as Error).message}\n`)
       return 2
     }

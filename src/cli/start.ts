@@ -2,14 +2,13 @@ import { parseArgs } from 'node:util'
 import { loadConfigFile, defaultConfig } from '../config/load.js'
 import { createLogger } from '../log.js'
 import { startProxy } from '../proxy/proxy-server.js'
-import { createFencingRewriter } from '../proxy/fencing.js'
 
 /** `pgfence start --config FILE`: the proxy in the foreground until SIGTERM or SIGINT. */
 export async function run(argv: string[]): Promise<number> {
   const { values } = parseArgs({ args: argv, options: { config: { type: 'string', short: 'c' } } })
   const config = values.config ? loadConfigFile(values.config) : defaultConfig()
   const logger = createLogger(config.log.level)
-  const proxy = await startProxy(config, { logger, rewriter: await createFencingRewriter(config) })
+  const proxy = await startProxy(config, { logger })
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
       logger.info({ signal }, 'shutting down')

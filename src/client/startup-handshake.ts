@@ -64,7 +64,8 @@ export async function runStartupHandshake(
 function startServerTls(raw: net.Socket, secureContext: tls.SecureContext): Promise<tls.TLSSocket> {
   return new Promise((resolve, reject) => {
     const secure = new tls.TLSSocket(raw, { isServer: true, secureContext })
-    const onError = (err: Error) => reject(new PgError('08P01', `TLS handshake failed: ${err.message}`))
+    const onError = (err: Error) =>
+      reject(new PgError('08P01', `TLS handshake failed: ${err.message}`))
     secure.once('secure', () => {
       secure.off('error', onError)
       resolve(secure)
@@ -73,4 +74,3 @@ function startServerTls(raw: net.Socket, secureContext: tls.SecureContext): Prom
     raw.resume()
   })
 }
-

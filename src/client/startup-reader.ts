@@ -14,7 +14,8 @@ export class StartupReader {
     this.buffered = this.buffered.length === 0 ? chunk : Buffer.concat([this.buffered, chunk])
     this.deliver()
   }
-  private readonly onEnd = () => this.finish(new Error('client closed the connection during startup'))
+  private readonly onEnd = () =>
+    this.finish(new Error('client closed the connection during startup'))
   private readonly onError = (err: Error) => this.finish(err)
 
   constructor(private readonly socket: Duplex) {

@@ -48,7 +48,10 @@ const fencedTable = z.strictObject({
 const fencing = z.strictObject({
   setting: z
     .string()
-    .regex(/^[A-Za-z_][A-Za-z0-9_$]*\.[A-Za-z_][A-Za-z0-9_$]*$/, 'must be a custom setting like app.fencing_token')
+    .regex(
+      /^[A-Za-z_][A-Za-z0-9_$]*\.[A-Za-z_][A-Za-z0-9_$]*$/,
+      'must be a custom setting like app.fencing_token',
+    )
     .default('app.fencing_token'),
   commentKey: z
     .string()

@@ -1,8 +1,9 @@
 import type { Config } from '../config/schema.js'
+import { createRewriter } from '../rewrite/rewriter.js'
 import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 
 /** The fencing rewriter for a config, or null when no table is fenced (pure pass-through). */
 export async function createFencingRewriter(config: Config): Promise<StatementRewriter | null> {
   if (config.fencing.tables.length === 0) return null
-  throw new Error('fenced tables are configured, but this build has no rewriter')
+  return createRewriter(config.fencing)
 }

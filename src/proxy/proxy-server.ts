@@ -9,10 +9,11 @@ import { connectUpstream } from '../server/upstream-connector.js'
 import { forwardCancel } from '../server/cancel-forwarder.js'
 import { PgError } from '../wire/error-response.js'
 import { ProxySession } from './session.js'
+import { createFencingRewriter } from './fencing.js'
 
 export interface ProxyOptions {
   logger?: Logger
-  /** Rewrites statements for fencing; none means every statement passes through. */
+  /** Overrides the rewriter made from `config.fencing` (null: every statement passes through). */
   rewriter?: StatementRewriter | null
 }
 
@@ -34,10 +35,14 @@ function clientTlsContext(config: Config): tls.SecureContext | undefined {
 }
 
 /** Starts listening; resolves once the port is bound. */
-export async function startProxy(config: Config, options: ProxyOptions = {}): Promise<RunningProxy> {
+export async function startProxy(
+  config: Config,
+  options: ProxyOptions = {},
+): Promise<RunningProxy> {
   const logger = options.logger ?? createLogger(config.log.level)
   const secureContext = clientTlsContext(config)
-  const rewriter = options.rewriter ?? null
+  const rewriter =
+    options.rewriter !== undefined ? options.rewriter : await createFencingRewriter(config)
   const connections = new Set<net.Socket>()
   const sessions = new Set<ProxySession>()
   let nextId = 0
@@ -63,15 +68,18 @@ export async function startProxy(config: Config, options: ProxyOptions = {}): Pr
         user: params.get('user'),
         database: params.get('database') ?? params.get('user'),
       })
-      let session: ProxySession | undefined
-      const upstream = await connectUpstream(config.upstream, (chunk) => session!.fromServer(chunk))
+      // The server speaks only after the startup packet, which the session sends.
+      const relay: { session?: ProxySession } = {}
+      const upstream = await connectUpstream(config.upstream, (chunk) =>
+        relay.session!.fromServer(chunk),
+      )
       if (raw.destroyed) return void upstream.destroy()
-      session = new ProxySession(handshake.socket, upstream, {
+      const session = (relay.session = new ProxySession(handshake.socket, upstream, {
         maxMessageBytes: config.limits.maxMessageBytes,
         rewriter,
         logger: sessionLog,
         onReady: () => clearTimeout(startupTimer),
-      })
+      }))
       sessions.add(session)
       session.closed.then(() => {
         clearTimeout(startupTimer)

@@ -58,8 +58,12 @@ export class ProxySession {
     upstream.on('drain', () => client.resume())
     client.on('close', () => this.finish())
     upstream.on('close', () => this.upstreamClosed())
-    client.on('error', (err) => this.options.logger.debug({ err: err.message }, 'client socket error'))
-    upstream.on('error', (err) => this.options.logger.warn({ err: err.message }, 'upstream socket error'))
+    client.on('error', (err) =>
+      this.options.logger.debug({ err: err.message }, 'client socket error'),
+    )
+    upstream.on('error', (err) =>
+      this.options.logger.warn({ err: err.message }, 'upstream socket error'),
+    )
     upstream.write(startupPacket)
     if (leftover.length > 0) this.fromClient(leftover)
     client.resume()
@@ -67,7 +71,8 @@ export class ProxySession {
 
   /** Closes both sides now (shutdown timeout, startup timeout). */
   terminate(error?: PgError): void {
-    if (error && this.scanner.atBoundary() && this.client.writable) this.client.write(error.encode())
+    if (error && this.scanner.atBoundary() && this.client.writable)
+      this.client.write(error.encode())
     this.finish()
   }
 
@@ -131,7 +136,10 @@ export class ProxySession {
 
   /** A protocol violation by the client: tell it why, then close both sides. */
   private abort(error: PgError): void {
-    this.options.logger.info({ code: error.code, reason: error.message }, 'closing client connection')
+    this.options.logger.info(
+      { code: error.code, reason: error.message },
+      'closing client connection',
+    )
     this.terminate(error)
   }
 

@@ -28,7 +28,9 @@ function withHeader(type: number, parts: Buffer[]): Buffer {
  * upstream (the same buffer when nothing changes).
  */
 export function interceptStatement(message: Buffer, rewriter: StatementRewriter): Buffer {
-  return message[0] === Frontend.Query ? rewriteQuery(message, rewriter) : rewriteParse(message, rewriter)
+  return message[0] === Frontend.Query
+    ? rewriteQuery(message, rewriter)
+    : rewriteParse(message, rewriter)
 }
 
 function rewriteQuery(message: Buffer, rewriter: StatementRewriter): Buffer {

@@ -92,7 +92,9 @@ function startTls(socket: net.Socket, upstream: UpstreamConfig): Promise<tls.TLS
       servername: net.isIP(upstream.host) ? undefined : upstream.host,
       rejectUnauthorized: verify,
       ca: upstream.ca ? readFileSync(upstream.ca) : undefined,
-      checkServerIdentity: verify ? (_, cert) => tls.checkServerIdentity(upstream.host, cert) : () => undefined,
+      checkServerIdentity: verify
+        ? (_, cert) => tls.checkServerIdentity(upstream.host, cert)
+        : () => undefined,
     })
     secure.once('secureConnect', () => {
       secure.removeAllListeners('error')

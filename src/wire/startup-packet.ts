@@ -56,14 +56,16 @@ function decodeParams(bytes: Buffer): Map<string, string> {
   while (pos < bytes.length && bytes[pos] !== 0) {
     const nameEnd = bytes.indexOf(0, pos)
     const valueEnd = nameEnd < 0 ? -1 : bytes.indexOf(0, nameEnd + 1)
-    if (valueEnd < 0) throw new PgError('08P01', 'invalid startup packet layout: expected terminator as last byte')
+    if (valueEnd < 0)
+      throw new PgError('08P01', 'invalid startup packet layout: expected terminator as last byte')
     params.set(bytes.toString('utf8', pos, nameEnd), bytes.toString('utf8', nameEnd + 1, valueEnd))
     pos = valueEnd + 1
   }
   if (pos !== bytes.length - 1) {
     throw new PgError('08P01', 'invalid startup packet layout: expected terminator as last byte')
   }
-  if (!params.get('user')) throw new PgError('28000', 'no PostgreSQL user name specified in startup packet')
+  if (!params.get('user'))
+    throw new PgError('28000', 'no PostgreSQL user name specified in startup packet')
   return params
 }
 

@@ -1,5 +1,9 @@
+import { execFileSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import type { TestProject } from 'vitest/node'
 import { findPostgres, findRedis } from './services.js'
+
+const repoRoot = fileURLToPath(new URL('../..', import.meta.url))
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -7,11 +11,23 @@ declare module 'vitest' {
     postgresUrl: string
     /** Redis URL, or '' when none could be found or started. */
     redisUrl: string
+    /** The built CLI (`dist/cli/main.js`), compiled from the current sources for this run. */
+    cliPath: string
   }
 }
 
 /** Finds PostgreSQL and Redis once for the whole run; stops whatever it started. */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // Tests that spawn `pgfence` run what the sources say now, not an older build.
+  execFileSync(
+    process.execPath,
+    [`${repoRoot}node_modules/typescript/bin/tsc`, '-p', 'tsconfig.json'],
+    {
+      cwd: repoRoot,
+      stdio: 'inherit',
+    },
+  )
+  project.provide('cliPath', `${repoRoot}dist/cli/main.js`)
   const postgres = await findPostgres()
   const redis = await findRedis()
   project.provide('postgresUrl', postgres.url)

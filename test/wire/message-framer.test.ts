@@ -45,7 +45,9 @@ describe('MessageFramer', () => {
       expect(errors).toEqual([])
       expect(out.equals(stream)).toBe(true)
       expect(intercepted.map((m) => String.fromCharCode(m[0]!))).toEqual(['Q', 'P', 'Q'])
-      expect(intercepted[1]!.equals(parse('s1', 'UPDATE invoices SET status = $1', [25]))).toBe(true)
+      expect(intercepted[1]!.equals(parse('s1', 'UPDATE invoices SET status = $1', [25]))).toBe(
+        true,
+      )
       cases++
     }
     expect(cases).toBeGreaterThan(stream.length)

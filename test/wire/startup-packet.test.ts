@@ -43,12 +43,16 @@ describe('startup packets', () => {
   it('keeps a newer minor version for the server to negotiate, refuses another major', () => {
     const packet = decodeStartupPacket(startup({ user: 'u' }, (3 << 16) | 2))
     expect(packet.kind === 'startup' && packet.minor).toBe(2)
-    expect(() => decodeStartupPacket(startup({ user: 'u' }, 2 << 16))).toThrow(/unsupported frontend protocol/)
+    expect(() => decodeStartupPacket(startup({ user: 'u' }, 2 << 16))).toThrow(
+      /unsupported frontend protocol/,
+    )
   })
 
   it('checks the length word before anything else', () => {
     expect(startupPacketLength(Buffer.from([0, 0]))).toBe(0)
-    expect(() => startupPacketLength(Buffer.from([0x7f, 0xff, 0xff, 0xff]))).toThrow(/invalid length/)
+    expect(() => startupPacketLength(Buffer.from([0x7f, 0xff, 0xff, 0xff]))).toThrow(
+      /invalid length/,
+    )
     expect(() => startupPacketLength(Buffer.from([0, 0, 0, 7]))).toThrow(/invalid length/)
     expect(startupPacketLength(Buffer.from([0, 0, 0x27, 0x10]))).toBe(10000)
     expect(() => startupPacketLength(Buffer.from([0, 0, 0x27, 0x11]))).toThrow(/invalid length/)

@@ -1,0 +1,3 @@
+\set aid random(1, 100000 * :scale)
+\set delta random(-5000, 5000)
+UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid /*fencing_token='1'*/;

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# npm run bench: pgbench through direct PostgreSQL, PgBouncer (session mode) and pgfence.
+#
+# Table 1 (passthrough): pgbench -S in simple, extended and prepared modes; pgfence fences
+# nothing. Table 2 (fenced writes, BENCH_FENCED=1): an UPDATE of pgbench_accounts with the token
+# given by SET or by a comment, through a pgfence fencing pgbench_accounts vs one fencing nothing.
+# Measurements are interleaved (each round visits every mode and target) and each cell is the
+# median over the rounds.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+BENCH_DIR=bench
+# shellcheck source=bench/lib.sh
+source "$BENCH_DIR/lib.sh"
+
+BENCH_SECONDS=${BENCH_SECONDS:-10}
+BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+BENCH_FENCED=${BENCH_FENCED:-1}
+BENCH_CLIENTS=${BENCH_CLIENTS:-8}
+BENCH_JOBS=${BENCH_JOBS:-2}
+BENCH_SCALE=${BENCH_SCALE:-10}
+BENCH_DB=${BENCH_DB:-pgfence_bench}
+BENCH_USER=${BENCH_USER:-postgres}
+PG_HOST=127.0.0.1
+PG_PORT=${BENCH_PG_PORT:-5432}
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+[[ -d $PG_BIN ]] && export PATH="$PG_BIN:$PATH"
+
+WORK_DIR=$(mktemp -d -t pgfence-bench-XXXXXX)
+chmod 755 "$WORK_DIR"
+RESULTS="$WORK_DIR/results.tsv"
+cleanup() {
+  stop_all
+  rm -rf "$WORK_DIR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Runs one pgbench measurement; appends "table, row, target, tps" (tps FAIL on error) to RESULTS.
+measure() {
+  local table=$1 row=$2 target=$3 port=$4
+  shift 4
+  local output tps=FAIL
+  if [[ -z $port ]]; then
+    log "    $row via $target: not running"
+  elif output=$(pgbench -n -h 127.0.0.1 -p "$port" -U "$BENCH_USER" -c "$BENCH_CLIENTS" \
+    -j "$BENCH_JOBS" -T "$BENCH_SECONDS" "$@" "$BENCH_DB" 2>&1); then
+    tps=$(awk '/^tps = / { printf "%.1f", $3; exit }' <<<"$output")
+    log "    $row via $target: $tps tps"
+  else
+    log "    $row via $target: pgbench failed: $(tail -n 2 <<<"$output" | tr '\n' ' ')"
+  fi
+  printf '%s\t%s\t%s\t%s\n' "$table" "$row" "$target" "${tps:-FAIL}" >>"$RESULTS"
+}
+
+summarize() {
+  awk -v table="$1" -v targets="$2" -v ratios="$3" -f "$BENCH_DIR/summarize.awk" "$RESULTS"
+}
+
+prepare_database() {
+  log "==> database $BENCH_DB: pgbench -i -s $BENCH_SCALE"
+  dropdb -h "$PG_HOST" -p "$PG_PORT" -U "$BENCH_USER" --if-exists "$BENCH_DB"
+  createdb -h "$PG_HOST" -p "$PG_PORT" -U "$BENCH_USER" "$BENCH_DB"
+  pgbench -i -q -s "$BENCH_SCALE" -h "$PG_HOST" -p "$PG_PORT" -U "$BENCH_USER" "$BENCH_DB" 2>&1 |
+    tail -n 1 >&2
+}
+
+run_passthrough() {
+  local round mode
+  for round in $(seq 1 "$BENCH_ROUNDS"); do
+    log "==> passthrough round $round/$BENCH_ROUNDS (${BENCH_SECONDS}s each)"
+    for mode in simple extended prepared; do
+      measure passthrough "$mode" direct "$PG_PORT" -S -M "$mode"
+      measure passthrough "$mode" pgbouncer "$PGBOUNCER_PORT" -S -M "$mode"
+      measure passthrough "$mode" pgfence "$PGFENCE_PORT" -S -M "$mode"
+    done
+  done
+}
+
+run_fenced_writes() {
+  local round token mode
+  for round in $(seq 1 "$BENCH_ROUNDS"); do
+    log "==> fenced writes round $round/$BENCH_ROUNDS (${BENCH_SECONDS}s each)"
+    for token in set comment; do
+      for mode in simple prepared; do
+        local script=(-s "$BENCH_SCALE" -M "$mode" -f "$BENCH_DIR/fenced-write-$token.sql")
+        measure fenced "$token $mode" unfenced "$PGFENCE_PORT" "${script[@]}"
+        measure fenced "$token $mode" fenced "$PGFENCE_FENCED_PORT" "${script[@]}"
+      done
+    done
+  done
+}
+
+# The fenced pgfence needs the pgfence schema and the fence column on pgbench_accounts.
+start_fenced_pgfence() {
+  local config="$WORK_DIR/fenced-migrate.yaml"
+  printf 'fencing: { tables: [{ name: pgbench_accounts }] }\n' >"$config"
+  log '==> pgfence migrate on the bench database'
+  node dist/cli/main.js migrate --config "$config" \
+    --database-url "postgres://$BENCH_USER@$PG_HOST:$PG_PORT/$BENCH_DB" >&2 || {
+    log 'pgfence migrate failed'
+    return 0
+  }
+  PGFENCE_FENCED_PORT=$(free_port)
+  start_pgfence "$PGFENCE_FENCED_PORT" '[{ name: pgbench_accounts }]' pgfence-fenced ||
+    PGFENCE_FENCED_PORT=
+}
+
+main() {
+  command -v pgbench >/dev/null || { log "pgbench not found (PG_BIN=$PG_BIN)"; exit 1; }
+  ensure_pgbouncer
+  log '==> npm run build'
+  npm run --silent build >&2
+  prepare_database
+
+  PGBOUNCER_PORT=$(free_port)
+  log "==> pgbouncer (session mode) on 127.0.0.1:$PGBOUNCER_PORT"
+  start_pgbouncer "$PGBOUNCER_PORT" "$BENCH_DB"
+
+  PGFENCE_PORT=$(free_port)
+  log "==> pgfence (no fenced tables) on 127.0.0.1:$PGFENCE_PORT"
+  start_pgfence "$PGFENCE_PORT" '[]' pgfence-passthrough || PGFENCE_PORT=
+
+  PGFENCE_FENCED_PORT=
+  if [[ $BENCH_FENCED == 1 ]]; then start_fenced_pgfence; fi
+
+  run_passthrough
+  if [[ $BENCH_FENCED == 1 ]]; then run_fenced_writes; fi
+
+  printf '\npgbench -S, %s clients, %s x %ss, median TPS\n' "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS"
+  summarize passthrough 'direct pgbouncer pgfence' 'pgfence/pgbouncer pgfence/direct'
+  if [[ $BENCH_FENCED == 1 ]]; then
+    printf '\nUPDATE pgbench_accounts (token by SET or comment), %s clients, %s x %ss, median TPS\n' \
+      "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS"
+    summarize fenced 'unfenced fenced' 'fenced/unfenced'
+  fi
+}
+
+main "$@"

@@ -1,0 +1,48 @@
+# Prints one results table from bench/run.sh's TSV lines: table, row, target, tps.
+# Variables: table (which table), targets (space-separated column order),
+# ratios (space-separated "a/b" pairs of targets). Each cell is the median over rounds;
+# a cell with any failed round shows FAIL.
+
+function median(list,    values, n, i, j, v) {
+  n = split(list, values, " ")
+  for (i = 2; i <= n; i++) {
+    v = values[i] + 0
+    for (j = i - 1; j >= 1 && values[j] + 0 > v; j--) values[j + 1] = values[j]
+    values[j + 1] = v
+  }
+  if (n % 2) return values[(n + 1) / 2]
+  return (values[n / 2] + values[n / 2 + 1]) / 2
+}
+
+BEGIN { FS = "\t" }
+
+$1 == table {
+  if (!($2 in seen)) { seen[$2] = 1; rows[++nrows] = $2 }
+  key = $2 SUBSEP $3
+  if ($4 == "FAIL") failed[key] = 1
+  else samples[key] = samples[key] " " $4
+}
+
+END {
+  ntargets = split(targets, target, " ")
+  nratios = split(ratios, ratio, " ")
+  printf "%-18s", ""
+  for (t = 1; t <= ntargets; t++) printf " %14s", target[t] " tps"
+  for (r = 1; r <= nratios; r++) printf " %18s", ratio[r]
+  printf "\n"
+  for (i = 1; i <= nrows; i++) {
+    printf "%-18s", rows[i]
+    for (t = 1; t <= ntargets; t++) {
+      key = rows[i] SUBSEP target[t]
+      if (!(key in failed) && (key in samples)) { tps[target[t]] = median(samples[key]); printf " %14.0f", tps[target[t]] }
+      else { delete tps[target[t]]; printf " %14s", "FAIL" }
+    }
+    for (r = 1; r <= nratios; r++) {
+      split(ratio[r], pair, "/")
+      if ((pair[1] in tps) && (pair[2] in tps) && tps[pair[2]] > 0)
+        printf " %18.3f", tps[pair[1]] / tps[pair[2]]
+      else printf " %18s", "n/a"
+    }
+    printf "\n"
+  }
+}

@@ -1,0 +1,61 @@
+import { once } from 'node:events'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { parseConfig } from '../config/load.js'
+import { createLogger } from '../log.js'
+import { createFencingRewriter } from '../proxy/fencing.js'
+import { startProxy } from '../proxy/proxy-server.js'
+import { demoDatabase, prepareDemoDatabase } from '../dev/demo-database.js'
+import { startEmbeddedServer } from '../dev/embedded-postgres.js'
+
+function tryItText(url: string): string {
+  const psql = `psql "${url}"`
+  return [
+    'Try it (invoice 99 is at token 100):',
+    `  ${psql} -c "SET app.fencing_token = 101" -c "UPDATE invoices SET status = 'PAID' WHERE id = 99"`,
+    `  ${psql} -c "SET app.fencing_token = 100" -c "UPDATE invoices SET status = 'VOID' WHERE id = 99"  # stale: PF409`,
+    `  ${psql} -c "SELECT id, status, fencing_token FROM invoices"`,
+  ].join('\n')
+}
+
+/**
+ * `pgfence dev` (what `npm start` runs): an embedded PostgreSQL with a demo database and the
+ * proxy in front of it, fencing `invoices`, until SIGINT or SIGTERM.
+ */
+export async function run(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      port: { type: 'string', default: '6432' },
+      'data-dir': { type: 'string', default: join(process.cwd(), '.pgfence', 'postgres') },
+    },
+  })
+  const dataDir = values['data-dir']
+  const postgres = await startEmbeddedServer(dataDir)
+  try {
+    const config = parseConfig({
+      listen: { host: '127.0.0.1', port: Number(values.port) },
+      upstream: { host: '127.0.0.1', port: postgres.port, tls: 'disable' },
+      limits: { shutdownTimeoutMs: 2000 },
+      log: { level: 'warn' },
+      fencing: { tables: [{ name: 'invoices' }] },
+    })
+    await prepareDemoDatabase(postgres.url, config.fencing)
+    const logger = createLogger(config.log.level)
+    const proxy = await startProxy(config, {
+      logger,
+      rewriter: await createFencingRewriter(config),
+    })
+    const url = `postgres://postgres:postgres@${proxy.host}:${proxy.port}/${demoDatabase}`
+    process.stdout.write(
+      `pgfence dev: proxy on ${proxy.host}:${proxy.port} fencing invoices, ` +
+        `embedded PostgreSQL in ${dataDir}\n` +
+        `DATABASE_URL=${url}\n\n${tryItText(url)}\n\nCtrl-C stops.\n`,
+    )
+    await Promise.race([once(process, 'SIGINT'), once(process, 'SIGTERM')])
+    await proxy.close()
+  } finally {
+    await postgres.stop()
+  }
+  return 0
+}

@@ -1,0 +1,46 @@
+import pg from 'pg'
+import type { FencingConfig } from '../config/schema.js'
+import { installSql } from '../schema/install.js'
+
+export const demoDatabase = 'pgfence_demo'
+
+const demoSchemaSql = `
+CREATE TABLE IF NOT EXISTS invoices (
+  id bigint PRIMARY KEY,
+  status text NOT NULL,
+  amount_cents bigint,
+  fencing_token bigint NOT NULL DEFAULT 0
+);
+-- Reset on every start, so the try-it always begins from the same state.
+INSERT INTO invoices (id, status, amount_cents, fencing_token) VALUES (99, 'PENDING', NULL, 100)
+ON CONFLICT (id) DO UPDATE
+  SET status = excluded.status, amount_cents = excluded.amount_cents,
+      fencing_token = excluded.fencing_token;
+`
+
+async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return await work(client)
+  } finally {
+    await client.end()
+  }
+}
+
+/** Creates the demo database if missing, its invoices table and row 99, and the fence schema. */
+export async function prepareDemoDatabase(
+  serverUrl: (database: string) => string,
+  fencing: FencingConfig,
+): Promise<void> {
+  await withClient(serverUrl('postgres'), async (client) => {
+    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [
+      demoDatabase,
+    ])
+    if (rowCount === 0) await client.query(`CREATE DATABASE ${demoDatabase}`)
+  })
+  await withClient(serverUrl(demoDatabase), async (client) => {
+    await client.query(demoSchemaSql)
+    await client.query(installSql(fencing))
+  })
+}

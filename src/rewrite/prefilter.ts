@@ -1,0 +1,19 @@
+import type { FencedTable } from './tables.js'
+
+/**
+ * Cheap lexical test: can this text touch a fenced table at all? It must never say no to a
+ * statement that does, so it is deliberately loose: any mention of a fenced table's name in any
+ * case (a quoted name with its quotes doubled too), or a unicode-escaped identifier.
+ */
+export function createPrefilter(tables: FencedTable[]): (sql: string) => boolean {
+  const needles = [
+    ...new Set(
+      tables.flatMap((t) => [t.name.toLowerCase(), t.name.toLowerCase().replace(/"/g, '""')]),
+    ),
+    'u&"',
+  ]
+  return (sql) => {
+    const lower = sql.toLowerCase()
+    return needles.some((needle) => lower.includes(needle))
+  }
+}

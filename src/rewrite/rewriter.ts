@@ -1,0 +1,170 @@
+import { loadModule, parseSync } from 'libpg-query'
+import { deparseSync } from 'pgsql-deparser'
+import type { FencingConfig } from '../config/schema.js'
+import { fenceStatement, type FenceContext } from './fence-statement.js'
+import { highestParam, tokenize } from './lexer.js'
+import { Lru } from './lru.js'
+import { exactMarks, normalise, type CommentMark } from './normalise.js'
+import { createPrefilter } from './prefilter.js'
+import { Refusal, refusalSql } from './refusal.js'
+import type { StatementRewriter } from './statement-rewriter.js'
+import { fencedTables, type FencedTable } from './tables.js'
+import { fillTemplate, toTemplate, type Template } from './template.js'
+
+/** What pgfence sends upstream for a text, and the refusals it contains. */
+export interface Rewrite {
+  /** null: the original text is forwarded unchanged. */
+  upstream: string | null
+  refusals: Refusal[]
+}
+
+type CacheEntry =
+  | { kind: 'unchanged' }
+  | { kind: 'text'; text: string }
+  | { kind: 'template'; template: Template }
+  /** The literal-free form does not parse (typed literals...): rewrite the exact text. */
+  | { kind: 'exact' }
+
+const unchanged: CacheEntry = { kind: 'unchanged' }
+
+export class FencingRewriter implements StatementRewriter {
+  /** Parser runs so far: the cache is doing its job when this stays flat. */
+  parses = 0
+  private readonly tables: FencedTable[]
+  private readonly mayTouchFencedTable: (sql: string) => boolean
+  private readonly cache: Lru<CacheEntry>
+
+  constructor(
+    private readonly fencing: FencingConfig,
+    cacheSize = 4096,
+  ) {
+    this.tables = fencedTables(fencing)
+    this.mayTouchFencedTable = createPrefilter(this.tables)
+    this.cache = new Lru(cacheSize)
+  }
+
+  get cacheSize(): number {
+    return this.cache.size
+  }
+
+  rewriteQuery(sql: string): string | null {
+    if (!this.mayTouchFencedTable(sql)) return null
+    const tokens = tokenize(sql)
+    const normalised = normalise(sql, tokens, this.fencing.commentKey)
+    const key = `q\0${normalised.text}`
+    let entry = this.cache.get(key)
+    if (entry === undefined) {
+      entry = this.templateFor(normalised.text, normalised.base, normalised.marks)
+      this.cache.set(key, entry)
+    }
+    if (entry.kind === 'template') return fillTemplate(entry.template, normalised.values)
+    if (entry.kind === 'exact') return this.cachedExact(`x\0${sql}`, sql, false)
+    return entry.kind === 'text' ? entry.text : null
+  }
+
+  rewriteParse(sql: string): string | null {
+    if (!this.mayTouchFencedTable(sql)) return null
+    return this.cachedExact(`p\0${sql}`, sql, true)
+  }
+
+  /** The rewrite of one text, uncached, with the refusals it holds (for `pgfence explain`). */
+  explain(sql: string): Rewrite {
+    if (!this.mayTouchFencedTable(sql)) return { upstream: null, refusals: [] }
+    const tokens = tokenize(sql)
+    return this.rewriteExact(sql, exactMarks(sql, tokens, this.fencing.commentKey), 0)
+  }
+
+  private templateFor(text: string, base: number, marks: CommentMark[]): CacheEntry {
+    let rewrite: Rewrite
+    try {
+      rewrite = this.rewriteStatements(text, marks, 0)
+    } catch {
+      return { kind: 'exact' }
+    }
+    return rewrite.upstream === null
+      ? unchanged
+      : { kind: 'template', template: toTemplate(rewrite.upstream, base) }
+  }
+
+  /** `isParse`: a refusal must then accept the statement's parameters. */
+  private cachedExact(key: string, sql: string, isParse: boolean): string | null {
+    let entry = this.cache.get(key)
+    if (entry === undefined) {
+      const tokens = tokenize(sql)
+      const marks = exactMarks(sql, tokens, this.fencing.commentKey)
+      const { upstream } = this.rewriteExact(sql, marks, isParse ? highestParam(tokens, sql) : 0)
+      entry = upstream === null ? unchanged : { kind: 'text', text: upstream }
+      this.cache.set(key, entry)
+    }
+    return entry.kind === 'text' ? entry.text : null
+  }
+
+  /** A text that mentions a fenced table but does not parse is refused, never passed through. */
+  private rewriteExact(sql: string, marks: CommentMark[], parameterCount: number): Rewrite {
+    try {
+      return this.rewriteStatements(sql, marks, parameterCount)
+    } catch (err) {
+      const refusal = new Refusal(
+        'PF501',
+        'statement on a fenced table could not be parsed',
+        (err as Error).message,
+        'pgfence forwards only writes it can fence; check the statement syntax',
+      )
+      return { upstream: refusalSql(refusal, parameterCount), refusals: [refusal] }
+    }
+  }
+
+  /** Rewrites each statement of the text on its own and splices the results in. */
+  private rewriteStatements(text: string, marks: CommentMark[], parameterCount: number): Rewrite {
+    this.parses++
+    const tree = parseSync(text) as {
+      stmts: { stmt: unknown; stmt_location?: number; stmt_len?: number }[]
+    }
+    const offsets = charOffsets(text)
+    const refusals: Refusal[] = []
+    let upstream = ''
+    let copied = 0
+    let changed = false
+    tree.stmts.forEach((entry, index) => {
+      const start = offsets(entry.stmt_location ?? 0)
+      const end = entry.stmt_len
+        ? offsets((entry.stmt_location ?? 0) + entry.stmt_len)
+        : text.length
+      const last = index === tree.stmts.length - 1
+      const mark = marks.find((m) => m.position >= start && (m.position < end || last))
+      const ctx: FenceContext = {
+        tables: this.tables,
+        setting: this.fencing.setting,
+        commentToken: mark?.arg ?? 'NULL',
+      }
+      let replacement: string
+      try {
+        if (!fenceStatement(entry.stmt, ctx)) return
+        replacement = deparseSync(entry.stmt as Parameters<typeof deparseSync>[0], {
+          pretty: false,
+        })
+      } catch (err) {
+        if (!(err instanceof Refusal)) throw err
+        refusals.push(err)
+        replacement = refusalSql(err, parameterCount)
+      }
+      upstream += `${text.slice(copied, start)}${start > 0 ? ' ' : ''}${replacement}`
+      copied = end
+      changed = true
+    })
+    return { upstream: changed ? upstream + text.slice(copied) : null, refusals }
+  }
+}
+
+/** Maps the parser's UTF-8 byte offsets to string indexes. */
+function charOffsets(text: string): (byteOffset: number) => number {
+  // eslint-disable-next-line no-control-regex
+  if (/^[\x00-\x7f]*$/.test(text)) return (offset) => offset
+  const bytes = Buffer.from(text, 'utf8')
+  return (offset) => bytes.subarray(0, offset).toString('utf8').length
+}
+
+export async function createRewriter(fencing: FencingConfig): Promise<FencingRewriter> {
+  await loadModule()
+  return new FencingRewriter(fencing)
+}

@@ -1,0 +1,13 @@
+/** Quoting for text the rewriter generates. */
+
+/** Always quoted: a bare name could be a keyword. */
+export function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`
+}
+
+/** A string literal that means the same whatever standard_conforming_strings says. */
+export function quoteLiteral(value: string): string {
+  return value.includes('\\')
+    ? `E'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`
+    : `'${value.replace(/'/g, "''")}'`
+}

@@ -1,0 +1,96 @@
+/**
+ * The PL/pgSQL helpers that rewritten statements call. Every rejection is raised inside
+ * PostgreSQL, so clients get real ErrorResponses and the transaction is aborted as usual.
+ *
+ * `rel` is the relation as the statement names it (identifiers quoted); it is resolved with the
+ * caller's search_path only when an error is raised, to fill the SCHEMA and TABLE fields.
+ */
+export const fenceHelpersSql = `
+CREATE OR REPLACE FUNCTION pgfence.refuse(
+  code text, message text, detail text, hint text, rel text, col text
+) RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+  relid regclass := CASE WHEN rel IS NULL THEN NULL ELSE pg_catalog.to_regclass(rel) END;
+  nsp text := '';
+  tbl text := coalesce(rel, '');
+BEGIN
+  IF relid IS NOT NULL THEN
+    SELECT n.nspname, c.relname INTO nsp, tbl
+      FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.oid = relid;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = code, MESSAGE = message, DETAIL = coalesce(detail, ''),
+    HINT = coalesce(hint, ''), SCHEMA = nsp, TABLE = tbl, COLUMN = coalesce(col, '');
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION pgfence.relation_name(rel text) RETURNS text
+LANGUAGE sql STABLE AS $fn$
+  SELECT coalesce(
+    (SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname)
+       FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+      WHERE c.oid = pg_catalog.to_regclass(rel)),
+    rel)
+$fn$;
+
+CREATE OR REPLACE FUNCTION pgfence.token(
+  comment_token text, setting text, required boolean, rel text, col text
+) RETURNS bigint LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+  raw text := coalesce(comment_token, pg_catalog.current_setting(setting, true));
+BEGIN
+  IF comment_token IS NULL AND coalesce(raw, '') = '' THEN
+    IF required THEN
+      PERFORM pgfence.refuse('PF428', 'fencing token required',
+        'no fencing token was presented for a write to table ' || pgfence.relation_name(rel),
+        'SET ' || setting || ' to the token of the lock you hold, or pass it in a SQL comment',
+        rel, col);
+    END IF;
+    RETURN NULL;
+  END IF;
+  IF raw !~ '^[0-9]+$' OR raw::numeric > 9223372036854775807 THEN
+    PERFORM pgfence.refuse('PF400', 'invalid fencing token',
+      'fencing token ' || pg_catalog.quote_literal(raw)
+        || ' is not an integer in [0, 9223372036854775807]',
+      'present the token exactly as the lock service issued it', rel, col);
+  END IF;
+  RETURN raw::bigint;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION pgfence.check_token(
+  comment_token text, setting text, required boolean, rel text, col text
+) RETURNS boolean LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+  PERFORM pgfence.token(comment_token, setting, required, rel, col);
+  RETURN true;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION pgfence.stale(
+  committed bigint, incoming bigint, rel text, col text
+) RETURNS bigint LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+  PERFORM pgfence.refuse('PF409', 'stale fencing token',
+    'incoming token ' || incoming || ' is lower than the committed token ' || committed
+      || ' of table ' || pgfence.relation_name(rel),
+    'another holder has written since this token was issued: re-acquire the lock and retry',
+    rel, col);
+  RETURN NULL;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION pgfence.advance(
+  committed bigint, incoming bigint, rel text, col text
+) RETURNS bigint LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+  IF incoming IS NULL THEN
+    RETURN committed;
+  END IF;
+  IF committed IS NULL OR incoming >= committed THEN
+    RETURN incoming;
+  END IF;
+  RETURN pgfence.stale(committed, incoming, rel, col);
+END
+$fn$;
+`

@@ -1,0 +1,254 @@
+import pg from 'pg'
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
+import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import {
+  fencedClient,
+  fencingConfig,
+  installFencing,
+  invoicesSql,
+  seedInvoice99,
+  sqlstateOf,
+  type FencedClient,
+} from './support.js'
+
+const fencing = fencingConfig({
+  tables: [{ name: 'invoices', column: 'fencing_token', requireToken: true }],
+})
+let db: TestDatabase
+let admin: pg.Client
+let app: FencedClient
+
+const row99 = async (): Promise<{ status: string; fencing_token: string }> =>
+  (await admin.query('SELECT status, fencing_token FROM invoices WHERE id = 99')).rows[0]
+
+beforeAll(async () => {
+  db = await createTestDatabase('fence_semantics')
+  admin = new pg.Client({ connectionString: db.url })
+  await admin.connect()
+  await admin.query(invoicesSql)
+  await installFencing(db.url, fencing)
+  app = await fencedClient(db.url, fencing)
+})
+
+afterAll(async () => {
+  await app?.end()
+  await admin?.end()
+  await db?.drop()
+})
+
+beforeEach(async () => {
+  await admin.query(seedInvoice99)
+  await app.query('RESET ALL')
+})
+
+describe('the GC-pause scenario', () => {
+  test('101 and 102 commit, a late 101 is PF409 and keeps 102, 102 again commits', async () => {
+    await app.query('SET app.fencing_token = 101')
+    await app.query("UPDATE invoices SET status = 'W1' WHERE id = 99")
+    expect(await row99()).toEqual({ status: 'W1', fencing_token: '101' })
+    await app.query('SET app.fencing_token = 102')
+    await app.query("UPDATE invoices SET status = 'W2' WHERE id = 99")
+    expect(await row99()).toEqual({ status: 'W2', fencing_token: '102' })
+    await app.query('SET app.fencing_token = 101')
+    expect(await sqlstateOf(app.query("UPDATE invoices SET status = 'LATE' WHERE id = 99"))).toBe(
+      'PF409',
+    )
+    expect(await row99()).toEqual({ status: 'W2', fencing_token: '102' })
+    await app.query('SET app.fencing_token = 102')
+    const again = await app.query("UPDATE invoices SET status = 'W2b' WHERE id = 99")
+    expect(again.rowCount).toBe(1)
+    expect(await row99()).toEqual({ status: 'W2b', fencing_token: '102' })
+  })
+
+  test('no token is PF428, even when no row matches', async () => {
+    expect(await sqlstateOf(app.query("UPDATE invoices SET status = 'X' WHERE id = 99"))).toBe(
+      'PF428',
+    )
+    expect(await sqlstateOf(app.query("UPDATE invoices SET status = 'X' WHERE id = -5"))).toBe(
+      'PF428',
+    )
+    expect(await sqlstateOf(app.query('DELETE FROM invoices WHERE id = -5'))).toBe('PF428')
+    expect(await row99()).toEqual({ status: 'PENDING', fencing_token: '100' })
+  })
+
+  test('a stale DELETE is PF409 and the row survives; a current one deletes it', async () => {
+    await app.query('SET app.fencing_token = 99')
+    expect(await sqlstateOf(app.query('DELETE FROM invoices WHERE id = 99'))).toBe('PF409')
+    expect(await row99()).toEqual({ status: 'PENDING', fencing_token: '100' })
+    await app.query('SET app.fencing_token = 100')
+    expect((await app.query('DELETE FROM invoices WHERE id = 99')).rowCount).toBe(1)
+    expect(await row99()).toBeUndefined()
+  })
+
+  test('rows the statement does not match never reject it', async () => {
+    await admin.query(
+      "INSERT INTO invoices (id, status, fencing_token) VALUES (7, 'HIGH', 500) ON CONFLICT (id) DO UPDATE SET fencing_token = 500",
+    )
+    await app.query('SET app.fencing_token = 101')
+    await app.query("UPDATE invoices SET status = 'OK' WHERE id = 99")
+    expect(
+      (
+        await app.query(
+          'DELETE FROM invoices WHERE id IN (SELECT id FROM invoices WHERE status = $1)',
+          ['OK'],
+        )
+      ).rowCount,
+    ).toBe(1)
+    expect(
+      (await admin.query('SELECT fencing_token FROM invoices WHERE id = 7')).rows[0].fencing_token,
+    ).toBe('500')
+    await admin.query('DELETE FROM invoices WHERE id = 7')
+  })
+})
+
+describe('errors', () => {
+  test('PF409 carries the tokens in DETAIL, a HINT and the schema, table and column', async () => {
+    await app.query('SET app.fencing_token = 99')
+    const err = await app
+      .query("UPDATE invoices SET status = 'X' WHERE id = 99")
+      .catch((e: unknown) => e)
+    expect(err).toMatchObject({
+      code: 'PF409',
+      message: 'stale fencing token',
+      detail: 'incoming token 99 is lower than the committed token 100 of table public.invoices',
+      schema: 'public',
+      table: 'invoices',
+      column: 'fencing_token',
+    })
+    expect((err as { hint?: string }).hint).toMatch(/re-acquire the lock/)
+  })
+
+  test.each(['-1', '1.5', 'abc', '9223372036854775808', ''])('token %j is PF400', async (token) => {
+    await app.query(`SELECT set_config('app.fencing_token', '${token || 'x y'}', false)`)
+    expect(await sqlstateOf(app.query("UPDATE invoices SET status = 'X' WHERE id = 99"))).toBe(
+      'PF400',
+    )
+  })
+
+  test('a comment token cannot inject SQL: it is a literal, and PF400', async () => {
+    const sql =
+      "UPDATE invoices SET status = 'X' WHERE id = 99 /*fencing_token='1%27)%3B%20DROP%20TABLE%20invoices%3B%20--'*/"
+    expect(await sqlstateOf(app.query(sql))).toBe('PF400')
+    expect(await row99()).toEqual({ status: 'PENDING', fencing_token: '100' })
+  })
+
+  test('a bad comment token is PF400', async () => {
+    expect(
+      await sqlstateOf(
+        app.query("UPDATE invoices SET status = 'X' WHERE id = 99 /*fencing_token='abc'*/"),
+      ),
+    ).toBe('PF400')
+  })
+
+  test('PF409 aborts the explicit transaction: COMMIT rolls back', async () => {
+    await app.query('BEGIN')
+    await app.query('SET LOCAL app.fencing_token = 100')
+    await app.query("UPDATE invoices SET status = 'IN-TX' WHERE id = 99")
+    await app.query('SET LOCAL app.fencing_token = 50')
+    expect(await sqlstateOf(app.query("UPDATE invoices SET status = 'STALE' WHERE id = 99"))).toBe(
+      'PF409',
+    )
+    expect(await sqlstateOf(app.query('SELECT 1'))).toBe('25P02')
+    const commit = await app.query('COMMIT')
+    expect(commit.command).toBe('ROLLBACK')
+    expect(await row99()).toEqual({ status: 'PENDING', fencing_token: '100' })
+  })
+})
+
+describe('where the token comes from', () => {
+  test('a comment token overrides the session token for that statement only', async () => {
+    await app.query('SET app.fencing_token = 50')
+    await app.query(
+      "UPDATE invoices SET status = 'C' WHERE id = 99 /*traceparent='00-ab',fencing_token='105'*/",
+    )
+    expect(await row99()).toEqual({ status: 'C', fencing_token: '105' })
+    expect(await sqlstateOf(app.query("UPDATE invoices SET status = 'D' WHERE id = 99"))).toBe(
+      'PF409',
+    )
+  })
+
+  test('SET LOCAL ends with its transaction, ROLLBACK undoes SET, RESET clears it', async () => {
+    await app.query('BEGIN')
+    await app.query('SET LOCAL app.fencing_token = 101')
+    await app.query("UPDATE invoices SET status = 'L' WHERE id = 99")
+    await app.query('COMMIT')
+    expect(await sqlstateOf(app.query("UPDATE invoices SET status = 'M' WHERE id = 99"))).toBe(
+      'PF428',
+    )
+    await app.query('BEGIN')
+    await app.query('SET app.fencing_token = 200')
+    await app.query('ROLLBACK')
+    expect(await sqlstateOf(app.query("UPDATE invoices SET status = 'M' WHERE id = 99"))).toBe(
+      'PF428',
+    )
+    await app.query('SET app.fencing_token = 101')
+    await app.query('RESET app.fencing_token')
+    expect(await sqlstateOf(app.query("UPDATE invoices SET status = 'M' WHERE id = 99"))).toBe(
+      'PF428',
+    )
+    expect(await row99()).toEqual({ status: 'L', fencing_token: '101' })
+  })
+
+  test('prepared statements use the token current at each execution', async () => {
+    await app.query('PREPARE mark(text) AS UPDATE invoices SET status = $1 WHERE id = 99')
+    await app.query('SET app.fencing_token = 101')
+    await app.query("EXECUTE mark('P1')")
+    await app.query('SET app.fencing_token = 103')
+    await app.query("EXECUTE mark('P2')")
+    expect(await row99()).toEqual({ status: 'P2', fencing_token: '103' })
+    await app.query('SET app.fencing_token = 102')
+    expect(await sqlstateOf(app.query("EXECUTE mark('P3')"))).toBe('PF409')
+    await app.query('DEALLOCATE mark')
+
+    const named = 'UPDATE invoices SET status = $1 WHERE id = $2'
+    for (const token of [103, 104, 105, 106, 107, 108]) {
+      await app.query(`SET app.fencing_token = ${token}`)
+      await app.query(named, [`N${token}`, 99], 'named_mark')
+    }
+    expect(await row99()).toEqual({ status: 'N108', fencing_token: '108' })
+    await app.query('SET app.fencing_token = 104')
+    expect(await sqlstateOf(app.query(named, ['late', 99], 'named_mark'))).toBe('PF409')
+  })
+
+  test('tokens beyond 2^53 compare exactly', async () => {
+    await app.query('SET app.fencing_token = 9007199254740993')
+    await app.query("UPDATE invoices SET status = 'BIG' WHERE id = 99")
+    await app.query('SET app.fencing_token = 9007199254740992')
+    expect(await sqlstateOf(app.query("UPDATE invoices SET status = 'X' WHERE id = 99"))).toBe(
+      'PF409',
+    )
+    expect(await row99()).toEqual({ status: 'BIG', fencing_token: '9007199254740993' })
+    await app.query('SET app.fencing_token = 9223372036854775807')
+    await app.query("UPDATE invoices SET status = 'MAX' WHERE id = 99")
+    expect(await row99()).toEqual({ status: 'MAX', fencing_token: '9223372036854775807' })
+  })
+})
+
+describe('inserts and upserts', () => {
+  test('new rows get the presented token; an upsert conflict is fenced', async () => {
+    await app.query('SET app.fencing_token = 150')
+    const inserted = await app.query(
+      "INSERT INTO invoices (id, status) VALUES (1, 'a'), (2, 'b') RETURNING id, status",
+    )
+    expect(inserted.rows).toEqual([
+      { id: 1, status: 'a' },
+      { id: 2, status: 'b' },
+    ])
+    await app.query("INSERT INTO invoices (id, status) SELECT 3, 'c'")
+    await app.query('INSERT INTO invoices (id, status) VALUES ($1, $2)', [4, 'd'])
+    const tokens = await admin.query(
+      'SELECT id, fencing_token FROM invoices WHERE id < 10 ORDER BY id',
+    )
+    expect(tokens.rows).toEqual([1, 2, 3, 4].map((id) => ({ id, fencing_token: '150' })))
+    await app.query('SET app.fencing_token = 120')
+    const upsert =
+      "INSERT INTO invoices AS i (id, status) VALUES (1, 'z') ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status"
+    expect(await sqlstateOf(app.query(upsert))).toBe('PF409')
+    await app.query('SET app.fencing_token = 151')
+    await app.query(upsert)
+    expect(
+      (await admin.query('SELECT status, fencing_token FROM invoices WHERE id = 1')).rows[0],
+    ).toEqual({ status: 'z', fencing_token: '151' })
+    await admin.query('DELETE FROM invoices WHERE id < 10')
+  })
+})

@@ -1,0 +1,160 @@
+import { beforeEach, describe, expect, test } from 'vitest'
+import { parseConfig } from '../../src/config/load.js'
+import { createRewriter, type FencingRewriter } from '../../src/rewrite/rewriter.js'
+
+const fencing = parseConfig({
+  fencing: {
+    tables: [
+      { name: 'invoices' },
+      { name: 'billing."Ledger"', column: '"Fence"', requireToken: false },
+    ],
+  },
+}).fencing
+
+let rewriter: FencingRewriter
+beforeEach(async () => {
+  rewriter = await createRewriter(fencing)
+})
+
+describe('pass-through', () => {
+  test('statements that cannot touch a fenced table are not parsed', () => {
+    for (const sql of [
+      'SELECT 1',
+      'UPDATE orders SET a = 1',
+      'SET app.fencing_token = 5',
+      'BEGIN',
+    ]) {
+      expect(rewriter.rewriteQuery(sql)).toBeNull()
+      expect(rewriter.rewriteParse(sql)).toBeNull()
+    }
+    expect(rewriter.parses).toBe(0)
+  })
+
+  test('reads and writes elsewhere that mention a fenced name pass unchanged', () => {
+    expect(rewriter.rewriteQuery('SELECT * FROM invoices WHERE id = 1')).toBeNull()
+    expect(rewriter.rewriteQuery("UPDATE invoices_archive SET note = 'invoices'")).toBeNull()
+    expect(rewriter.rewriteQuery('COPY invoices TO STDOUT')).toBeNull()
+    expect(rewriter.rewriteQuery('UPDATE other."Ledger" SET a = 1')).toBeNull()
+    expect(rewriter.rewriteQuery('UPDATE billing.ledger SET a = 1')).toBeNull()
+    expect(rewriter.rewriteQuery('ALTER TABLE invoices ADD COLUMN note text')).toBeNull()
+  })
+})
+
+describe('write shapes', () => {
+  test('UPDATE: the SET advances the fence, the WHERE checks the token once', () => {
+    const out = rewriter.rewriteQuery("UPDATE invoices AS i SET status = 'PAID' WHERE i.id = 99")!
+    expect(out).toContain(
+      "fencing_token = pgfence.advance(i.fencing_token, pgfence.token(NULL, 'app.fencing_token', true, '\"invoices\"', 'fencing_token')",
+    )
+    expect(out).toMatch(/WHERE pgfence\.check_token\(NULL, .*\) AND i\.id = 99$/)
+  })
+
+  test('DELETE: the gate re-checks the original condition', () => {
+    const out = rewriter.rewriteQuery('DELETE FROM invoices WHERE id IN (SELECT id FROM x)')!
+    expect(out).toContain(
+      'CASE WHEN (id IN (SELECT id FROM x) AND invoices.fencing_token > pgfence.token(',
+    )
+    expect(out).toContain('THEN pgfence.stale(invoices.fencing_token, pgfence.token(')
+  })
+
+  test('INSERT: every VALUES row, SELECT arms and DEFAULT VALUES get the token column', () => {
+    expect(
+      rewriter.rewriteQuery("INSERT INTO invoices (id, status) VALUES (1, 'a'), (2, 'b')"),
+    ).toMatch(
+      /^INSERT INTO invoices \(id, status, fencing_token\) VALUES \(1, 'a', COALESCE\(pgfence\.token\(.*\), 0\)\), \(2, 'b', COALESCE/,
+    )
+    expect(rewriter.rewriteQuery('INSERT INTO invoices (id) SELECT 1 UNION ALL SELECT 2')).toMatch(
+      /SELECT 1, COALESCE\(.*\) UNION ALL SELECT 2, COALESCE\(/,
+    )
+    expect(rewriter.rewriteQuery('INSERT INTO invoices DEFAULT VALUES')).toMatch(
+      /^INSERT INTO invoices \(fencing_token\) VALUES \(COALESCE/,
+    )
+  })
+
+  test('quoted, schema-qualified and configured columns follow PostgreSQL name rules', () => {
+    const out = rewriter.rewriteQuery('UPDATE billing."Ledger" SET a = 1')!
+    expect(out).toContain(
+      '"Fence" = pgfence.advance("Ledger"."Fence", pgfence.token(NULL, \'app.fencing_token\', false',
+    )
+    expect(rewriter.rewriteQuery('UPDATE "Ledger" SET a = 1')).not.toBeNull()
+    expect(rewriter.rewriteQuery('UPDATE INVOICES SET a = 1')).not.toBeNull()
+    expect(rewriter.rewriteQuery('UPDATE U&"\\0069nvoices" SET a = 1')).not.toBeNull()
+    expect(rewriter.rewriteQuery('UPDATE "Invoices" SET a = 1')).toBeNull()
+  })
+
+  test('refusals become a statement that raises upstream and keeps the parameters', () => {
+    expect(rewriter.rewriteQuery('TRUNCATE invoices')).toMatch(
+      /^SELECT pgfence\.refuse\('PF501', 'TRUNCATE/,
+    )
+    expect(rewriter.rewriteParse('INSERT INTO invoices VALUES ($1, $2)')).toMatch(
+      /^SELECT pgfence\.refuse\('PF501', .*\) FROM \(SELECT \$1, \$2\) AS p$/,
+    )
+    expect(rewriter.rewriteQuery('UPDATE invoices SET')).toMatch(
+      /pgfence\.refuse\('PF501', 'statement on a fenced table could not be parsed'/,
+    )
+  })
+
+  test('parameter numbering is kept', () => {
+    expect(rewriter.rewriteParse('UPDATE invoices SET status = $2 WHERE id = $1')).toMatch(
+      /^UPDATE invoices SET status = \$2,.* AND id = \$1$/,
+    )
+  })
+})
+
+describe('multi-statement queries and comment tokens', () => {
+  test('untouched statements keep their text; each comment token applies to its own statement', () => {
+    const out = rewriter.rewriteQuery(
+      "select  'keep'  ; UPDATE invoices SET a = 1 /* fencing_token=7 */; UPDATE invoices SET a = 2; SELECT  2",
+    )!
+    const [first, second, third, fourth] = out.split(';')
+    expect(first).toBe("select  'keep'  ")
+    expect(second).toContain("pgfence.token('7'")
+    expect(third).toContain('pgfence.token(NULL')
+    expect(fourth).toBe(' SELECT  2')
+  })
+
+  test('a leading sqlcommenter comment belongs to the statement after it', () => {
+    const out = rewriter.rewriteQuery("/*fencing_token='9',route='x'*/ UPDATE invoices SET a = 1")!
+    expect(out).toContain("pgfence.token('9'")
+  })
+})
+
+describe('cache', () => {
+  test('statements that differ only in literals or token values share one parse', () => {
+    const a = rewriter.rewriteQuery(
+      "UPDATE invoices SET status = 'A' WHERE id = 17 /*fencing_token='5'*/",
+    )
+    const b = rewriter.rewriteQuery(
+      "UPDATE invoices SET status = 'it''s' WHERE id = 18 /*fencing_token='6'*/",
+    )
+    expect(rewriter.parses).toBe(1)
+    expect(rewriter.cacheSize).toBe(1)
+    expect(a).toContain("status = 'A'")
+    expect(a).toContain('id = 17')
+    expect(a).toContain("pgfence.token('5'")
+    expect(b).toContain("status = 'it''s'")
+    expect(b).toContain('id = 18')
+    expect(b).toContain("pgfence.token('6'")
+  })
+
+  test('a literal a placeholder cannot stand for falls back to the exact text', () => {
+    const a = rewriter.rewriteQuery("UPDATE invoices SET due = due + interval '1 day' WHERE id = 1")
+    const b = rewriter.rewriteQuery(
+      "UPDATE invoices SET due = due + interval '2 days' WHERE id = 1",
+    )
+    expect(a).toContain("'1 day'")
+    expect(b).toContain("'2 days'")
+    const parses = rewriter.parses
+    expect(
+      rewriter.rewriteQuery("UPDATE invoices SET due = due + interval '1 day' WHERE id = 1"),
+    ).toBe(a)
+    expect(rewriter.parses).toBe(parses)
+  })
+
+  test('Parse texts are cached by exact text', () => {
+    const sql = 'UPDATE invoices SET status = $1 WHERE id = $2'
+    const first = rewriter.rewriteParse(sql)
+    expect(rewriter.rewriteParse(sql)).toBe(first)
+    expect(rewriter.parses).toBe(1)
+  })
+})
