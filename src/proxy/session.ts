@@ -6,7 +6,8 @@ import { AuthPhaseFilter } from '../wire/auth-filter.js'
 import { BackendScanner } from '../wire/backend-scanner.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
-import { interceptStatement, NO_TYPES, REWRITTEN_TYPES } from './statement-interceptor.js'
+import { Frontend } from '../wire/protocol.js'
+import { interceptStatement, REWRITTEN_TYPES, TERMINATE_ONLY } from './statement-interceptor.js'
 
 export interface SessionOptions {
   maxMessageBytes: number
@@ -25,6 +26,8 @@ export class ProxySession {
   readonly closed: Promise<void>
   private markClosed!: () => void
   private ended = false
+  /** The client said goodbye (Terminate): the server closing next is expected. */
+  private terminating = false
   private ready = false
   private lastErrorFatal = false
   private readonly framer: MessageFramer
@@ -40,11 +43,11 @@ export class ProxySession {
     this.framer = new MessageFramer(
       {
         forward: (bytes) => this.sendUpstream(bytes),
-        intercept: (message) => this.sendUpstream(this.rewrite(message)),
+        intercept: (message) => this.intercept(message),
         fail: (error) => this.abort(error),
       },
       options.maxMessageBytes,
-      options.rewriter ? REWRITTEN_TYPES : NO_TYPES,
+      options.rewriter ? REWRITTEN_TYPES : TERMINATE_ONLY,
     )
     this.scanner = new BackendScanner((message) => this.onServerError(message))
   }
@@ -113,6 +116,14 @@ export class ProxySession {
     }
   }
 
+  private intercept(message: Buffer): void {
+    if (message[0] === Frontend.Terminate) {
+      this.terminating = true
+      return this.sendUpstream(message)
+    }
+    this.sendUpstream(this.rewrite(message))
+  }
+
   private rewrite(message: Buffer): Buffer {
     try {
       return interceptStatement(message, this.options.rewriter!)
@@ -145,7 +156,7 @@ export class ProxySession {
 
   private upstreamClosed(): void {
     if (this.ended) return
-    if (this.ready && !this.lastErrorFatal) {
+    if (this.ready && !this.lastErrorFatal && !this.terminating) {
       this.options.logger.warn('upstream connection closed unexpectedly')
       this.terminate(new PgError('08006', 'server closed the connection unexpectedly'))
     } else {

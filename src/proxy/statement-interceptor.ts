@@ -2,15 +2,18 @@ import { isUtf8 } from 'node:buffer'
 import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 import { Frontend } from '../wire/protocol.js'
 
-/** Message types whose SQL text the rewriter must see. */
-export const REWRITTEN_TYPES: Uint8Array = (() => {
+function typeTable(types: number[]): Uint8Array {
   const table = new Uint8Array(256)
-  table[Frontend.Query] = 1
-  table[Frontend.Parse] = 1
+  for (const type of types) table[type] = 1
   return table
-})()
+}
 
-export const NO_TYPES = new Uint8Array(256)
+/**
+ * Message types the session must see whole: Terminate always (a clean goodbye, after which the
+ * server's close is expected), Query and Parse when their SQL text is rewritten.
+ */
+export const REWRITTEN_TYPES = typeTable([Frontend.Terminate, Frontend.Query, Frontend.Parse])
+export const TERMINATE_ONLY = typeTable([Frontend.Terminate])
 
 /** Text encoding that round-trips the client's bytes: UTF-8 when valid, else byte for byte. */
 const encodingOf = (bytes: Buffer): BufferEncoding => (isUtf8(bytes) ? 'utf8' : 'latin1')
