@@ -9,6 +9,9 @@ import { MessageFramer } from '../wire/message-framer.js'
 import { Frontend } from '../wire/protocol.js'
 import { interceptStatement, REWRITTEN_TYPES, TERMINATE_ONLY } from './statement-interceptor.js'
 
+/** The DETAIL of PF409 as `pgfence.stale` words it (src/schema/fence-helpers.ts). */
+const STALE_DETAIL = /^incoming token (\d+) is lower than the committed token (\d+)/
+
 export interface SessionOptions {
   maxMessageBytes: number
   rewriter: StatementRewriter | null
@@ -138,8 +141,16 @@ export class ProxySession {
     const fields = decodeErrorFields(message)
     this.lastErrorFatal = fields.severity === 'FATAL' || fields.severity === 'PANIC'
     if (fields.code?.startsWith('PF')) {
+      const tokens = STALE_DETAIL.exec(fields.detail ?? '')
       this.options.logger.info(
-        { code: fields.code, schema: fields.schema, table: fields.table, detail: fields.detail },
+        {
+          code: fields.code,
+          schema: fields.schema,
+          table: fields.table,
+          incoming: tokens?.[1],
+          committed: tokens?.[2],
+          detail: fields.detail,
+        },
         'fencing rejection',
       )
     }
