@@ -1,6 +1,7 @@
 import net from 'node:net'
 import tls from 'node:tls'
 import { readFileSync } from 'node:fs'
+import { X509Certificate } from 'node:crypto'
 import type { Config } from '../config/schema.js'
 import { createLogger, type Logger } from '../log.js'
 import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
@@ -26,12 +27,26 @@ export interface RunningProxy {
   close(): Promise<void>
 }
 
-function clientTlsContext(config: Config): tls.SecureContext | undefined {
+interface ClientTls {
+  context: tls.SecureContext
+  /** DER of the certificate clients see, to compare with the upstream's. */
+  certificate: Buffer
+}
+
+function clientTls(config: Config): ClientTls | undefined {
   if (!config.tls) return undefined
-  return tls.createSecureContext({
-    cert: readFileSync(config.tls.cert),
-    key: readFileSync(config.tls.key),
-  })
+  const cert = readFileSync(config.tls.cert)
+  return {
+    context: tls.createSecureContext({ cert, key: readFileSync(config.tls.key) }),
+    certificate: new X509Certificate(cert).raw,
+  }
+}
+
+/** Channel binding survives the proxy only when both legs show the same server certificate. */
+function sameCertificate(client: net.Socket, upstream: net.Socket, ours?: ClientTls): boolean {
+  if (!ours || !(client instanceof tls.TLSSocket) || !(upstream instanceof tls.TLSSocket))
+    return false
+  return upstream.getPeerCertificate().raw?.equals(ours.certificate) ?? false
 }
 
 /** Starts listening; resolves once the port is bound. */
@@ -40,7 +55,7 @@ export async function startProxy(
   options: ProxyOptions = {},
 ): Promise<RunningProxy> {
   const logger = options.logger ?? createLogger(config.log.level)
-  const secureContext = clientTlsContext(config)
+  const ownTls = clientTls(config)
   const rewriter =
     options.rewriter !== undefined ? options.rewriter : await createFencingRewriter(config)
   const connections = new Set<net.Socket>()
@@ -54,7 +69,11 @@ export async function startProxy(
     }, config.limits.startupTimeoutMs)
     let client: net.Socket = raw
     try {
-      const handshake = await runStartupHandshake(raw, secureContext, (secure) => (client = secure))
+      const handshake = await runStartupHandshake(
+        raw,
+        ownTls?.context,
+        (secure) => (client = secure),
+      )
       if (handshake.kind === 'cancel') {
         clearTimeout(startupTimer)
         raw.destroy()
@@ -79,6 +98,7 @@ export async function startProxy(
         rewriter,
         logger: sessionLog,
         onReady: () => clearTimeout(startupTimer),
+        keepChannelBinding: sameCertificate(handshake.socket, upstream, ownTls),
       }))
       sessions.add(session)
       session.closed.then(() => {

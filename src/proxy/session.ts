@@ -18,6 +18,8 @@ export interface SessionOptions {
   logger: Logger
   /** Called once the server's first ReadyForQuery reached the client. */
   onReady: () => void
+  /** Both legs use TLS with the same certificate, so SCRAM channel binding holds end to end. */
+  keepChannelBinding: boolean
 }
 
 /**
@@ -29,13 +31,14 @@ export class ProxySession {
   readonly closed: Promise<void>
   private markClosed!: () => void
   private ended = false
+  private upstreamPaused = false
   /** The client said goodbye (Terminate): the server closing next is expected. */
   private terminating = false
   private ready = false
   private lastErrorFatal = false
   private readonly framer: MessageFramer
   private readonly scanner: BackendScanner
-  private readonly authFilter = new AuthPhaseFilter()
+  private readonly authFilter: AuthPhaseFilter
 
   constructor(
     private readonly client: ClientSocket,
@@ -53,6 +56,7 @@ export class ProxySession {
       options.rewriter ? REWRITTEN_TYPES : TERMINATE_ONLY,
     )
     this.scanner = new BackendScanner((message) => this.onServerError(message))
+    this.authFilter = new AuthPhaseFilter(options.keepChannelBinding)
   }
 
   start(startupPacket: Buffer, leftover: Buffer): void {
@@ -60,7 +64,6 @@ export class ProxySession {
     upstream.setNoDelay?.(true)
     client.setNoDelay?.(true)
     client.on('data', (chunk: Buffer) => this.fromClient(chunk))
-    client.on('drain', () => upstream.resume())
     upstream.on('drain', () => client.resume())
     client.on('close', () => this.finish())
     upstream.on('close', () => this.upstreamClosed())
@@ -95,28 +98,35 @@ export class ProxySession {
 
   /**
    * The server's bytes, forwarded as they are. The chunk may be a view of a reused read buffer,
-   * so reading pauses while any of it waits in the client socket's queue (resumed on 'drain').
+   * so while any of it is still queued (not taken by the socket yet) reading pauses, until the
+   * write's callback says it was flushed. One callback object for every write keeps Node's
+   * batching of write callbacks.
    */
   fromServer(chunk: Buffer): boolean {
     if (this.ended) return false
-    if (!this.ready) this.fromServerDuringAuth(chunk)
-    else {
-      this.scanner.scan(chunk)
-      this.client.write(chunk)
-    }
-    return this.client.writableLength === 0
+    const session = this.ready ? chunk : this.passAuthPhase(chunk)
+    if (session === null || session.length === 0) return true
+    this.scanner.scan(session)
+    this.client.write(session, this.flushed)
+    if (this.client.writableLength === 0) return true
+    this.upstreamPaused = true
+    return false
   }
 
-  private fromServerDuringAuth(chunk: Buffer): void {
+  private readonly flushed = (): void => {
+    if (!this.upstreamPaused) return
+    this.upstreamPaused = false
+    this.upstream.resume()
+  }
+
+  /** Authentication messages (copied: they are few); returns the session's first bytes, if any. */
+  private passAuthPhase(chunk: Buffer): Buffer | null {
     const { forward, rest } = this.authFilter.push(chunk)
-    for (const message of forward) this.client.write(message)
-    if (rest === null) return
+    if (forward.length > 0) this.client.write(Buffer.concat(forward))
+    if (rest === null) return null
     this.ready = true
     this.options.onReady()
-    if (rest.length > 0) {
-      this.scanner.scan(rest)
-      this.client.write(rest)
-    }
+    return rest
   }
 
   private intercept(message: Buffer): void {

@@ -4,11 +4,14 @@ const CHANNEL_BINDING = 'SCRAM-SHA-256-PLUS'
 
 /**
  * Reads the server's startup-phase messages (authentication up to the first ReadyForQuery).
- * Channel binding cannot work through a proxy (the client's TLS ends at the proxy), so
- * SCRAM-SHA-256-PLUS is removed from the mechanisms the server offers.
+ * Channel binding (tls-server-end-point) binds to the certificate the client sees, which is the
+ * proxy's: unless the proxy presents the server's own certificate, SCRAM-SHA-256-PLUS is removed
+ * from the mechanisms the server offers.
  */
 export class AuthPhaseFilter {
   private pending: Buffer = Buffer.alloc(0)
+
+  constructor(private readonly keepChannelBinding = false) {}
 
   /**
    * Returns the bytes to forward and, once ReadyForQuery has passed, the session's first bytes
@@ -22,7 +25,7 @@ export class AuthPhaseFilter {
       const total = buffered.readUInt32BE(pos + 1) + 1
       if (buffered.length - pos < total) break
       const message = buffered.subarray(pos, pos + total)
-      forward.push(withoutChannelBinding(message))
+      forward.push(this.keepChannelBinding ? message : withoutChannelBinding(message))
       pos += total
       if (message[0] === Backend.ReadyForQuery) return { forward, rest: buffered.subarray(pos) }
     }
