@@ -1,37 +1,20 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import pg from 'pg'
-import { afterAll, beforeAll, expect, test } from 'vitest'
-import { runCommand } from '../e2e/support/commands.js'
+import { afterAll, beforeAll, expect, inject, test } from 'vitest'
 
-const repoRoot = resolve(import.meta.dirname, '../..')
-let buildDir: string
 let dataRoot: string
 let child: ChildProcess | undefined
-
-/** Compiles the CLI into a private directory that resolves the repository's node_modules. */
-async function buildCli(): Promise<string> {
-  const cacheDir = join(repoRoot, 'node_modules', '.cache')
-  mkdirSync(cacheDir, { recursive: true })
-  const outDir = mkdtempSync(join(cacheDir, 'pgfence-dev-cli-'))
-  const tsc = join(repoRoot, 'node_modules', '.bin', 'tsc')
-  const args = ['-p', 'tsconfig.json', '--outDir', outDir, '--sourceMap', 'false']
-  const result = await runCommand(tsc, [...args, '--declaration', 'false'], { cwd: repoRoot })
-  if (result.code !== 0)
-    throw new Error(`building the CLI failed:\n${result.stdout}${result.stderr}`)
-  writeFileSync(join(outDir, 'package.json'), JSON.stringify({ type: 'module' }))
-  return outDir
-}
 
 /** Starts `pgfence dev` and resolves with the URL it prints. */
 async function startDev(dataDir: string): Promise<{ process: ChildProcess; url: string }> {
   const dev = spawn(
     process.execPath,
-    [join(buildDir, 'cli', 'main.js'), 'dev', '--port', '0', '--data-dir', dataDir],
+    [inject('cliPath'), 'dev', '--port', '0', '--data-dir', dataDir],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   )
   child = dev
@@ -63,7 +46,6 @@ async function updateWithToken(url: string, token: number): Promise<number | nul
 }
 
 beforeAll(async () => {
-  buildDir = await buildCli()
   // As root the embedded server runs as `postgres`, which must reach the data directory.
   dataRoot = mkdtempSync(join(tmpdir(), 'pgfence-dev-test-'))
   chmodSync(dataRoot, 0o755)
@@ -71,7 +53,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (child) await stopDev(child)
-  if (buildDir) rmSync(buildDir, { recursive: true, force: true })
   if (dataRoot) rmSync(dataRoot, { recursive: true, force: true })
 })
 

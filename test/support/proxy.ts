@@ -1,0 +1,63 @@
+import { inject } from 'vitest'
+import type { z } from 'zod'
+import { parseConfig } from '../../src/config/load.js'
+import type { configSchema } from '../../src/config/schema.js'
+import { createLogger } from '../../src/log.js'
+import { createFencingRewriter } from '../../src/proxy/fencing.js'
+import { startProxy } from '../../src/proxy/proxy-server.js'
+
+/** Config as written in a file: every section and field optional. */
+export type ConfigOverrides = z.input<typeof configSchema>
+type LogLevel = NonNullable<NonNullable<ConfigOverrides['log']>['level']>
+
+export interface TestProxy {
+  host: string
+  port: number
+  /** URL through the proxy; user, password and database default to those of the upstream URL. */
+  url(user?: string, database?: string, password?: string): string
+  close(): Promise<void>
+}
+
+/**
+ * Starts the proxy in this process on a free loopback port in front of `upstreamUrl`
+ * (the test PostgreSQL by default). Logs are silent unless PGFENCE_TEST_LOG_LEVEL is set.
+ */
+export async function startTestProxy(
+  overrides: ConfigOverrides = {},
+  upstreamUrl: string = inject('postgresUrl'),
+): Promise<TestProxy> {
+  const upstream = new URL(upstreamUrl)
+  const config = parseConfig({
+    ...overrides,
+    listen: { host: '127.0.0.1', port: 0, ...overrides.listen },
+    upstream: {
+      host: upstream.hostname,
+      port: Number(upstream.port || 5432),
+      ...overrides.upstream,
+    },
+    // Short, so that a test which leaves a session open does not hold up its file for long.
+    limits: { shutdownTimeoutMs: 2000, ...overrides.limits },
+    log: { level: (process.env.PGFENCE_TEST_LOG_LEVEL ?? 'silent') as LogLevel, ...overrides.log },
+  })
+  // Wired as `pgfence start` wires it: fencing applies only when the overrides name tables.
+  const server = await startProxy(config, {
+    logger: createLogger(config.log.level),
+    rewriter: await createFencingRewriter(config),
+  })
+  return {
+    host: server.host,
+    port: server.port,
+    url: (user, database, password) => {
+      const url = new URL(upstreamUrl)
+      url.hostname = server.host
+      url.port = String(server.port)
+      if (user !== undefined) {
+        url.username = user
+        url.password = password ?? ''
+      }
+      if (database !== undefined) url.pathname = `/${database}`
+      return url.toString()
+    },
+    close: () => server.close(),
+  }
+}
