@@ -1,4 +1,6 @@
-/** Builders for raw protocol bytes, written independently of the code under test. */
+import { serialize } from 'pg-protocol'
+
+/** Raw protocol bytes, built independently of the code under test (by node-postgres's own serializer). */
 
 export function typed(type: string, body: Buffer | string): Buffer {
   const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body
@@ -8,16 +10,12 @@ export function typed(type: string, body: Buffer | string): Buffer {
   return Buffer.concat([header, payload])
 }
 
-export const query = (sql: string): Buffer => typed('Q', `${sql}\0`)
+export const query = (sql: string): Buffer => serialize.query(sql)
 
-export function parse(name: string, sql: string, types: number[] = []): Buffer {
-  const count = Buffer.alloc(2 + 4 * types.length)
-  count.writeUInt16BE(types.length, 0)
-  types.forEach((oid, i) => count.writeUInt32BE(oid, 2 + 4 * i))
-  return typed('P', Buffer.concat([Buffer.from(`${name}\0${sql}\0`), count]))
-}
+export const parse = (name: string, text: string, types: number[] = []): Buffer =>
+  serialize.parse({ name, text, types })
 
-export const sync = (): Buffer => typed('S', Buffer.alloc(0))
+export const sync = (): Buffer => serialize.sync()
 
 /** Every way to cut `bytes` into two pieces, then into three at a fixed stride. */
 export function* splits(bytes: Buffer): Generator<Buffer[]> {
