@@ -5,12 +5,18 @@ import { Redis } from 'ioredis'
 import pg from 'pg'
 import { LeaseManager } from '../lease/index.js'
 
-/** One worker of `pgfence demo`: takes the lock on invoice 99 and writes its value. */
+/**
+ * One worker of `pgfence demo`: takes the lock on invoice 99 and writes its value. In the
+ * split-brain round it is a leader of the nightly billing run instead: it takes the lease on
+ * the run's resource, raises its fence, and pays invoice 99 in one transaction over two tables.
+ */
 export interface DemoTask {
-  round: 'naive' | 'lease' | 'fenced'
+  round: 'naive' | 'lease' | 'fenced' | 'split-brain'
   /** The first worker is frozen between its last check and its write. */
   role: 'first' | 'second'
   value: string
+  /** What the lock is on: invoice 99, or the billing run's resource in the split-brain round. */
+  resource: string
   redisUrl: string
   keyPrefix: string
   /** Straight to PostgreSQL: the token source. */
@@ -33,12 +39,10 @@ interface HeldLock {
   release(): Promise<void>
 }
 
-const resource = 'invoice:99'
-
 /** `SET NX PX` and nothing else: the lock most code uses. */
 async function naiveLock(task: DemoTask): Promise<HeldLock> {
   const redis = new Redis(task.redisUrl)
-  const key = task.keyPrefix + resource
+  const key = task.keyPrefix + task.resource
   const owner = randomUUID()
   while ((await redis.set(key, owner, 'PX', task.ttlMs, 'NX')) !== 'OK') {
     await new Promise((resolve) => setTimeout(resolve, 20))
@@ -60,8 +64,10 @@ async function leaseLock(task: DemoTask, db: pg.Client): Promise<HeldLock> {
     ttlMs: task.ttlMs,
     keyPrefix: task.keyPrefix,
   })
-  const lease = await leases.acquire(resource, { waitMs: task.ttlMs * 5 })
-  if (task.round === 'fenced') await lease.applyTo(db)
+  const lease = await leases.acquire(task.resource, { waitMs: task.ttlMs * 5 })
+  if (task.round === 'fenced' || task.round === 'split-brain') await lease.applyTo(db)
+  // A new leader's first act: from now on, an older leader's writes to the run's tables fail.
+  if (task.round === 'split-brain') await lease.raiseFence(db)
   return {
     token: lease.token,
     check: () => lease.signal.throwIfAborted(),
@@ -92,6 +98,23 @@ function report(event: DemoEvent): void {
   process.send!(event)
 }
 
+async function setStatus(db: pg.Client, value: string): Promise<void> {
+  await db.query('UPDATE invoices SET status = $1 WHERE id = 99', [value])
+}
+
+/** The billing run's write: a ledger entry and the payout, both or neither. */
+async function payInvoice(db: pg.Client, leader: string): Promise<void> {
+  await db.query('BEGIN')
+  try {
+    await db.query('INSERT INTO ledger_entries (invoice_id, leader) VALUES (99, $1)', [leader])
+    await db.query('UPDATE payouts SET paid_by = $1 WHERE invoice_id = 99', [leader])
+    await db.query('COMMIT')
+  } catch (err) {
+    await db.query('ROLLBACK')
+    throw err
+  }
+}
+
 async function work(task: DemoTask): Promise<void> {
   const db = new pg.Client({ connectionString: task.writeUrl })
   await db.connect()
@@ -103,7 +126,7 @@ async function work(task: DemoTask): Promise<void> {
   report({ event: 'about-to-write' })
   if (task.role === 'first') waitForParent()
   try {
-    await db.query('UPDATE invoices SET status = $1 WHERE id = 99', [task.value])
+    await (task.round === 'split-brain' ? payInvoice(db, task.value) : setStatus(db, task.value))
     report({ event: 'wrote' })
   } catch (err) {
     const { code, message } = err as { code?: string; message: string }

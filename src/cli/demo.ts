@@ -44,7 +44,28 @@ const roundStory: Record<RoundName, { lock: string; path: string; expected: stri
   naive: { lock: 'Redis SET NX PX, no token', path: 'PostgreSQL', expected: 'corrupted' },
   lease: { lock: 'LeaseManager, signal checked', path: 'PostgreSQL', expected: 'corrupted' },
   fenced: { lock: 'LeaseManager token', path: 'pgfence', expected: 'PF409, B stays' },
+  'split-brain': {
+    lock: 'LeaseManager, raiseFence',
+    path: 'pgfence, resource fence',
+    expected: 'PF409, B stays',
+  },
 }
+
+/** The resource that fences the billing run's tables in the split-brain round. */
+const billingResource = 'nightly-billing'
+
+/** The nightly billing run of the split-brain round: two tables fenced by one resource. */
+const billingTablesSql = `
+CREATE TABLE IF NOT EXISTS payouts (invoice_id bigint PRIMARY KEY, paid_by text NOT NULL);
+CREATE TABLE IF NOT EXISTS ledger_entries (
+  id bigserial PRIMARY KEY,
+  invoice_id bigint NOT NULL,
+  leader text NOT NULL
+);
+DELETE FROM ledger_entries;
+INSERT INTO payouts (invoice_id, paid_by) VALUES (99, 'nobody')
+ON CONFLICT (invoice_id) DO UPDATE SET paid_by = excluded.paid_by;
+`
 
 /** A forked worker whose reports arrive in order; `next` waits for the next one. */
 class Worker {
@@ -96,16 +117,33 @@ async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T
 }
 
 /**
- * Row 99 back to PENDING at token 100, and the token source at 100 or above, so every round
- * tells the same story and tokens never go back.
+ * Row 99 back to PENDING at token 100, invoice 99 unpaid with an empty ledger, and the token
+ * source at 100 or above, so every round tells the same story and tokens never go back.
  */
 async function resetInvoice(env: DemoEnvironment): Promise<void> {
   await prepareDemoDatabase(env.serverUrl, env.fencing)
-  await withClient(env.databaseUrl, (client) =>
-    client.query(
+  await withClient(env.databaseUrl, async (client) => {
+    await client.query(billingTablesSql)
+    await client.query(
       `SELECT setval('pgfence.token_seq', 100) FROM pgfence.token_seq WHERE last_value < 100`,
-    ),
-  )
+    )
+  })
+}
+
+/** What invoice 99 ended as: its status, or in the split-brain round who paid it. */
+async function finalValueOf(name: RoundName, env: DemoEnvironment): Promise<string> {
+  return withClient(env.databaseUrl, async (client) => {
+    if (name !== 'split-brain') {
+      const { rows } = await client.query('SELECT status FROM invoices WHERE id = 99')
+      return rows[0].status as string
+    }
+    const { rows } = await client.query(
+      `SELECT paid_by || coalesce(' (ledger: ' || (SELECT string_agg(leader, ', ' ORDER BY id)
+         FROM ledger_entries WHERE invoice_id = 99) || ')', '') AS paid
+       FROM payouts WHERE invoice_id = 99`,
+    )
+    return rows[0].paid as string
+  })
 }
 
 async function playRound(
@@ -122,10 +160,11 @@ async function playRound(
     round: name,
     role,
     value,
+    resource: name === 'split-brain' ? billingResource : 'invoice:99',
     redisUrl: env.redisUrl,
     keyPrefix,
     databaseUrl: env.databaseUrl,
-    writeUrl: name === 'fenced' ? env.proxyUrl : env.databaseUrl,
+    writeUrl: name === 'naive' || name === 'lease' ? env.databaseUrl : env.proxyUrl,
     ttlMs: leaseTtlMs,
   })
   const first = startWorker(task('first', firstValue))
@@ -133,7 +172,8 @@ async function playRound(
   const tokenOf = (event: DemoEvent) =>
     event.event === 'acquired' && event.token ? ` with token ${event.token}` : ''
 
-  at(`worker 1 takes the lock on invoice 99${tokenOf(await first.next())}`)
+  const subject = name === 'split-brain' ? 'the nightly billing run' : 'invoice 99'
+  at(`worker 1 takes the lock on ${subject}${tokenOf(await first.next())}`)
   await first.next()
   first.process.kill('SIGSTOP')
   at(
@@ -142,7 +182,8 @@ async function playRound(
   const thawAt = delay(freezeMs)
 
   second.process.send('go')
-  at(`worker 2 takes the lock after it expired${tokenOf(await second.next())}`)
+  const raises = name === 'split-brain' ? ' and raises the fence' : ''
+  at(`worker 2 takes the lock after it expired${tokenOf(await second.next())}${raises}`)
   await second.next()
   at(`worker 2 writes ${secondValue}: ${describeWrite(await second.next())}`)
   await second.exited
@@ -155,14 +196,13 @@ async function playRound(
   at(`worker 1's late write: ${describeWrite(lateWrite)}`)
   await first.exited
 
-  const finalValue = await withClient(env.databaseUrl, async (client) => {
-    const { rows } = await client.query('SELECT status FROM invoices WHERE id = 99')
-    return rows[0].status as string
-  })
+  const finalValue = await finalValueOf(name, env)
   return {
     name,
     finalValue,
-    corrupted: finalValue !== secondValue,
+    corrupted:
+      finalValue !==
+      (name === 'split-brain' ? `${secondValue} (ledger: ${secondValue})` : secondValue),
     staleWriteCode: lateWrite.event === 'refused' ? lateWrite.code : null,
   }
 }
@@ -226,7 +266,10 @@ async function playDemo(
       listen: { host: '127.0.0.1', port: 0 },
       upstream: { host: direct.hostname, port: Number(direct.port || 5432), tls: 'disable' },
       limits: { shutdownTimeoutMs: 2000 },
-      fencing: { tables: [{ name: 'invoices' }] },
+      fencing: {
+        tables: [{ name: 'invoices' }],
+        resources: [{ tables: ['payouts', 'ledger_entries'], resource: billingResource }],
+      },
     })
     const proxy = await startProxy(config, { logger: createLogger('silent') })
     try {
@@ -241,7 +284,7 @@ async function playDemo(
         serverUrl: server.serverUrl,
       }
       const results: RoundResult[] = []
-      for (const name of ['naive', 'lease', 'fenced'] as const) {
+      for (const name of ['naive', 'lease', 'fenced', 'split-brain'] as const) {
         const story = roundStory[name]
         say(`\nround ${name}: ${story.lock}, writes to ${story.path}`)
         results.push(await playRound(name, env, say))
@@ -258,8 +301,9 @@ async function playDemo(
 /**
  * `pgfence demo`: the GC-pause story with real processes. Worker 1 takes a 1 s lock on invoice 99
  * and is frozen with SIGSTOP for 1.5 s right before writing A; worker 2 takes the lock once it
- * expired and writes B; worker 1 wakes and writes A. Three rounds: a naive lock, a lease alone,
- * and a lease token checked by pgfence.
+ * expired and writes B; worker 1 wakes and writes A. Four rounds: a naive lock, a lease alone,
+ * a lease token checked by pgfence on the invoice row, and a split brain of two billing leaders
+ * whose run writes two tables fenced by one resource (the new leader raises the fence first).
  */
 export async function run(argv: string[]): Promise<number> {
   const { values } = parseArgs({

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { overlappingRules } from '../rewrite/tables.js'
 
 const port = z.number().int().min(1).max(65535)
 // 0 asks the OS for a free port (tests, embedded runs).
@@ -45,20 +46,47 @@ const fencedTable = z.strictObject({
   requireToken: z.boolean().default(true),
 })
 
-const fencing = z.strictObject({
-  setting: z
-    .string()
-    .regex(
-      /^[A-Za-z_][A-Za-z0-9_$]*\.[A-Za-z_][A-Za-z0-9_$]*$/,
-      'must be a custom setting like app.fencing_token',
-    )
-    .default('app.fencing_token'),
-  commentKey: z
-    .string()
-    .regex(/^[A-Za-z_][A-Za-z0-9_.-]*$/)
-    .default('fencing_token'),
-  tables: z.array(fencedTable).default([]),
-})
+/** A custom setting name such as app.fencing_token. */
+const customSetting = z
+  .string()
+  .regex(
+    /^[A-Za-z_][A-Za-z0-9_$]*\.[A-Za-z_][A-Za-z0-9_$]*$/,
+    'must be a custom setting like app.fencing_token',
+  )
+const commentKey = z.string().regex(/^[A-Za-z_][A-Za-z0-9_.-]*$/)
+
+/**
+ * One lock fencing a set of tables: every write to them checks and raises the fence of one
+ * resource, named here (`resource`) or by the session (`resourceFrom: session`).
+ */
+const resourceRule = z
+  .strictObject({
+    tables: z.array(z.string().min(1)).min(1),
+    resource: z.string().min(1).optional(),
+    resourceFrom: z.literal('session').optional(),
+  })
+  .refine((rule) => (rule.resource === undefined) !== (rule.resourceFrom === undefined), {
+    message: 'give exactly one of resource (a fixed name) or resourceFrom: session',
+  })
+
+const fencing = z
+  .strictObject({
+    setting: customSetting.default('app.fencing_token'),
+    commentKey: commentKey.default('fencing_token'),
+    resourceSetting: customSetting.default('app.fencing_resource'),
+    resourceCommentKey: commentKey.default('fencing_resource'),
+    /**
+     * Refuse (PF400) tokens above the highest one `pgfence.next_token()` has issued. Off by
+     * default: tokens may come from other issuers (etcd revisions, ZooKeeper zxids) that
+     * pgfence's sequence knows nothing about.
+     */
+    rejectUnissuedTokens: z.boolean().default(false),
+    tables: z.array(fencedTable).default([]),
+    resources: z.array(resourceRule).default([]),
+  })
+  .superRefine((value, ctx) => {
+    for (const issue of overlappingRules(value.tables, value.resources)) ctx.addIssue({ ...issue })
+  })
 
 export const configSchema = z.strictObject({
   listen: listen.default(listen.parse({})),
@@ -72,3 +100,4 @@ export const configSchema = z.strictObject({
 export type Config = z.infer<typeof configSchema>
 export type FencedTableConfig = z.infer<typeof fencedTable>
 export type FencingConfig = z.infer<typeof fencing>
+export type ResourceRuleConfig = z.infer<typeof resourceRule>

@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { Redis } from 'ioredis'
 import { LeaseLostError, LeaseUnavailableError } from './errors.js'
-import { Lease } from './lease.js'
+import { Lease, type Queryable } from './lease.js'
 import { LeaseStore } from './lease-store.js'
 import { closeOnSignals, stopClosingOnSignals } from './shutdown-signals.js'
 import { TokenIssuer, type TokenQueryable } from './token-issuer.js'
@@ -27,6 +27,11 @@ export interface LeaseManagerOptions {
 export interface AcquireOptions {
   /** How long to keep trying while another owner holds the lease; default 0 (one try). */
   waitMs?: number
+}
+
+export interface WithLeaseOptions extends AcquireOptions {
+  /** Raise the resource's fence on this connection before `work` runs (`lease.raiseFence`). */
+  raiseFence?: Queryable
 }
 
 /** Pause between tries while waiting for a held lease. */
@@ -80,14 +85,18 @@ export class LeaseManager extends EventEmitter {
     }
   }
 
-  /** Acquires, runs `work`, and always releases, whatever `work` does. */
+  /**
+   * Acquires, raises the fence first if asked to, runs `work`, and always releases, whatever
+   * `work` or the raise does.
+   */
   async withLease<T>(
     resource: string,
     work: (lease: Lease) => Promise<T>,
-    options?: AcquireOptions,
+    options: WithLeaseOptions = {},
   ): Promise<T> {
     const lease = await this.acquire(resource, options)
     try {
+      if (options.raiseFence) await lease.raiseFence(options.raiseFence)
       return await work(lease)
     } finally {
       await lease.release()

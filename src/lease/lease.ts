@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks'
+import { quoteLiteral } from '../rewrite/sql-text.js'
 import { LeaseLostError, type LeaseEndReason } from './errors.js'
 import type { LeaseStore } from './lease-store.js'
 import { validityMs } from './validity.js'
@@ -62,9 +63,24 @@ export class Lease {
     return this.controller.signal.aborted ? Math.min(0, left) : left
   }
 
-  /** Presents this lease's token on a connection: `SET app.fencing_token = <token>`. */
+  /**
+   * Presents this lease on a connection: `SET app.fencing_token = <token>` and
+   * `SET app.fencing_resource = '<resource>'`, for row fences and resource fences alike.
+   */
   async applyTo(client: Queryable): Promise<void> {
-    await client.query(`SET app.fencing_token = ${this.token}`)
+    await client.query(
+      `SET app.fencing_token = ${this.token}; SET app.fencing_resource = ${quoteLiteral(this.resource)}`,
+    )
+  }
+
+  /**
+   * Raises the resource's fence to this lease's token (`pgfence.raise_fence`): a new holder's
+   * first act. It waits for an older holder's open transaction on the resource, and every later
+   * write of an older holder to the resource's tables is refused. Rejects with PF409 when a
+   * newer holder already raised it.
+   */
+  async raiseFence(client: Queryable): Promise<void> {
+    await client.query(`SELECT pgfence.raise_fence(${quoteLiteral(this.resource)}, ${this.token})`)
   }
 
   /** Ends the lease and deletes its key if still its own; false when another owner holds it. */

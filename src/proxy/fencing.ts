@@ -2,8 +2,8 @@ import type { Config } from '../config/schema.js'
 import { createRewriter } from '../rewrite/rewriter.js'
 import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 
-/** The fencing rewriter for a config, or null when no table is fenced (pure pass-through). */
+/** The fencing rewriter for a config, or null when nothing is fenced (pure pass-through). */
 export async function createFencingRewriter(config: Config): Promise<StatementRewriter | null> {
-  if (config.fencing.tables.length === 0) return null
+  if (config.fencing.tables.length === 0 && config.fencing.resources.length === 0) return null
   return createRewriter(config.fencing)
 }

@@ -1,18 +1,22 @@
-import { parseSync } from 'libpg-query'
+import { and, expr, tokenCall, type Node, type TokenSource } from './ast.js'
+import { resourceHandlers, type ResourceGates } from './fence-resource.js'
 import { Refusal } from './refusal.js'
 import { quoteIdent, quoteLiteral } from './sql-text.js'
-import { matchTable, type FencedTable, type RangeVar } from './tables.js'
+import { matchTable, type FencedTable, type RangeVar, type ResourceTable } from './tables.js'
 
-// Parse-tree nodes are plain JSON from the PostgreSQL parser.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Node = any
-
-export interface FenceContext {
+export interface FenceContext extends TokenSource {
   tables: FencedTable[]
-  /** Name of the session setting that holds the token. */
-  setting: string
-  /** SQL text of the statement's comment token: NULL, a string literal or a `$n` placeholder. */
-  commentToken: string
+  resources: ResourceTable[]
+  /** Name of the session setting that holds the resource name. */
+  resourceSetting: string
+  /** SQL text of the statement's comment resource name: NULL, a literal or a `$n` placeholder. */
+  commentResource: string
+}
+
+/** One node on the way from the statement's root to a node, with the key it hangs under. */
+export interface PathStep {
+  key: string
+  node: Node
 }
 
 /** One fenced write target: the SQL fragments its rewrite is made of. */
@@ -24,6 +28,8 @@ interface Target {
   column: string
   /** The token expression, evaluated at execution time. */
   token: string
+  /** The boolean form that only validates the token. */
+  check: string
   /** Trailing `rel, col` arguments of the helpers. */
   names: string
 }
@@ -35,23 +41,39 @@ interface Target {
  */
 export function fenceStatement(stmt: Node, ctx: FenceContext): boolean {
   let changed = false
-  visit(stmt, (key, node) => {
-    const handler = handlers[key]
-    if (handler && handler(node, ctx)) changed = true
+  const gates: ResourceGates = new Map()
+  visit(stmt, [], (key, node, path) => {
+    if (handlers[key]?.(node, ctx)) changed = true
+    if (resourceHandlers[key]?.(node, ctx, path, gates)) changed = true
   })
+  // Grafted after the walk: the statements they go into are still being walked until then.
+  for (const [statement, gate] of gates) {
+    statement.withClause ??= { ctes: [] }
+    statement.withClause.ctes.unshift(gate)
+  }
   return changed
 }
 
-function visit(node: Node, onNode: (key: string, node: Node) => void): void {
+type OnNode = (key: string, node: Node, path: PathStep[]) => void
+
+/** `path` holds the steps from the root to the node, the node's own step last (one shared stack). */
+function visit(node: Node, path: PathStep[], onNode: OnNode): void {
   if (Array.isArray(node)) {
-    for (const item of node) visit(item, onNode)
+    for (const item of node) visit(item, path, onNode)
     return
   }
   if (node === null || typeof node !== 'object') return
   for (const [key, child] of Object.entries(node)) {
+    if (child === null || typeof child !== 'object') continue
+    if (Array.isArray(child)) {
+      visit(child, path, onNode)
+      continue
+    }
+    path.push({ key, node: child })
     // Children first: a write nested in a CTE is handled before its parent grafts new nodes.
-    visit(child, onNode)
-    if (child !== null && typeof child === 'object' && !Array.isArray(child)) onNode(key, child)
+    visit(child, path, onNode)
+    onNode(key, child, path)
+    path.pop()
   }
 }
 
@@ -78,23 +100,13 @@ function targetOf(range: RangeVar, ctx: FenceContext): Target | undefined {
     table,
     relation,
     column: `${quoteIdent(range.alias?.aliasname ?? range.relname)}.${quoteIdent(table.column)}`,
-    token: `pgfence.token(${ctx.commentToken}, ${quoteLiteral(ctx.setting)}, ${table.requireToken}, ${names})`,
+    token: tokenCall(ctx, table.requireToken, names),
+    check: tokenCall(ctx, table.requireToken, names, true),
     names,
   }
 }
 
-/** A parse tree for one SQL expression: templates are grafted rather than hand-built. */
-function expr(sql: string): Node {
-  return parseSync(`SELECT ${sql}`).stmts[0].stmt.SelectStmt.targetList[0].ResTarget.val
-}
-
-const and = (...args: Node[]): Node => {
-  const present = args.filter((arg) => arg !== undefined)
-  return present.length === 1 ? present[0] : { BoolExpr: { boolop: 'AND_EXPR', args: present } }
-}
-
-const checkToken = (t: Target): Node =>
-  expr(t.token.replace('pgfence.token(', 'pgfence.check_token('))
+const checkToken = (t: Target): Node => expr(t.check)
 const advance = (t: Target): Node => expr(`pgfence.advance(${t.column}, ${t.token}, ${t.names})`)
 
 /**
@@ -274,7 +286,8 @@ function refuseDoBlock(node: Node, ctx: FenceContext): boolean {
     (node.args as Node[]).find((arg) => arg.DefElem?.defname === 'as')?.DefElem.arg.String.sval ??
     ''
   const lower = body.toLowerCase()
-  const table = ctx.tables.find((candidate) => lower.includes(candidate.name.toLowerCase()))
+  const mentions = (candidate: { name: string }) => lower.includes(candidate.name.toLowerCase())
+  const table = ctx.tables.find(mentions) ?? ctx.resources.find(mentions)
   if (table) {
     throw new Refusal(
       'PF501',
@@ -282,7 +295,7 @@ function refuseDoBlock(node: Node, ctx: FenceContext): boolean {
       `the block mentions fenced table ${table.name}; writes inside it cannot be fenced`,
       'run the writes as plain statements, which pgfence fences',
       null,
-      table.column,
+      'column' in table ? table.column : null,
     )
   }
   return false

@@ -2,10 +2,23 @@ import { findCommentTokens } from './comment-token.js'
 import { highestParam, type Token } from './lexer.js'
 import { quoteLiteral } from './sql-text.js'
 
-/** Where a statement's comment token is, and the SQL text that stands for its value. */
+/** The comment keys pgfence reads: the fencing token and the resource name. */
+export interface CommentKeys {
+  token: string
+  resource: string
+}
+
+/** The values one comment carries, by what they are. */
+type CommentValues = Partial<Record<keyof CommentKeys, string>>
+
+/**
+ * Where a statement's token-carrying comment is, and the SQL text that stands for each value
+ * it carries (a placeholder or a literal).
+ */
 export interface CommentMark {
   position: number
-  arg: string
+  token?: string
+  resource?: string
 }
 
 /**
@@ -22,15 +35,30 @@ export interface Normalised {
   marks: CommentMark[]
 }
 
-const tokenMarker = '/*@*/'
+/** The comments that carry a value for any of the keys, by position in the text. */
+function commentValues(
+  sql: string,
+  tokens: Token[],
+  keys: CommentKeys,
+): Map<number, CommentValues> {
+  const found = new Map<number, CommentValues>()
+  for (const kind of ['token', 'resource'] as const) {
+    for (const comment of findCommentTokens(sql, tokens, keys[kind])) {
+      found.set(comment.start, { ...found.get(comment.start), [kind]: comment.value })
+    }
+  }
+  return found
+}
 
-export function normalise(sql: string, tokens: Token[], commentKey: string): Normalised {
+/** Texts whose comments carry different kinds of values must not share a cache key. */
+const marker = (values: CommentValues): string =>
+  `/*@${values.token === undefined ? '' : 't'}${values.resource === undefined ? '' : 'r'}*/`
+
+export function normalise(sql: string, tokens: Token[], keys: CommentKeys): Normalised {
   const base = highestParam(tokens, sql) + 1
-  const commentValues = new Map(
-    findCommentTokens(sql, tokens, commentKey).map((c) => [c.start, c.value]),
-  )
+  const valuesAt = commentValues(sql, tokens, keys)
   const literals: string[] = []
-  const comments: { position: number; value: string }[] = []
+  const comments: { position: number; values: CommentValues }[] = []
   let text = ''
   let copied = 0
   for (const token of tokens) {
@@ -38,12 +66,12 @@ export function normalise(sql: string, tokens: Token[], commentKey: string): Nor
     text += sql.slice(copied, token.start)
     copied = token.end
     if (token.kind === 'comment') {
-      const value = commentValues.get(token.start)
-      if (value === undefined) {
+      const values = valuesAt.get(token.start)
+      if (values === undefined) {
         text += ' '
       } else {
-        comments.push({ position: text.length, value })
-        text += tokenMarker
+        comments.push({ position: text.length, values })
+        text += marker(values)
       }
     } else {
       literals.push(sql.slice(token.start, token.end))
@@ -51,21 +79,25 @@ export function normalise(sql: string, tokens: Token[], commentKey: string): Nor
     }
   }
   text += sql.slice(copied)
-  return {
-    text,
-    base,
-    values: [...literals, ...comments.map((c) => quoteLiteral(c.value))],
-    marks: comments.map((c, i) => ({
-      position: c.position,
-      arg: `$${base + literals.length + i}`,
-    })),
+  const values = [...literals]
+  const placeholder = (value: string | undefined): string | undefined => {
+    if (value === undefined) return undefined
+    values.push(quoteLiteral(value))
+    return `$${base + values.length - 1}`
   }
+  const marks = comments.map((c) => ({
+    position: c.position,
+    token: placeholder(c.values.token),
+    resource: placeholder(c.values.resource),
+  }))
+  return { text, base, values, marks }
 }
 
-/** Comment marks for rewriting the exact text: token values are baked in as literals. */
-export function exactMarks(sql: string, tokens: Token[], commentKey: string): CommentMark[] {
-  return findCommentTokens(sql, tokens, commentKey).map((c) => ({
-    position: c.start,
-    arg: quoteLiteral(c.value),
+/** Comment marks for rewriting the exact text: the values are baked in as literals. */
+export function exactMarks(sql: string, tokens: Token[], keys: CommentKeys): CommentMark[] {
+  return [...commentValues(sql, tokens, keys)].map(([position, values]) => ({
+    position,
+    token: values.token === undefined ? undefined : quoteLiteral(values.token),
+    resource: values.resource === undefined ? undefined : quoteLiteral(values.resource),
   }))
 }

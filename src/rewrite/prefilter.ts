@@ -1,11 +1,9 @@
-import type { FencedTable } from './tables.js'
-
 /**
  * Cheap lexical test: can this text touch a fenced table at all? It must never say no to a
  * statement that does, so it is deliberately loose: any mention of a fenced table's name in any
  * case (a quoted name with its quotes doubled too), or a unicode-escaped identifier.
  */
-export function createPrefilter(tables: FencedTable[]): (sql: string) => boolean {
+export function createPrefilter(tables: { name: string }[]): (sql: string) => boolean {
   const needles = [
     ...new Set(
       tables.flatMap((t) => [t.name.toLowerCase(), t.name.toLowerCase().replace(/"/g, '""')]),

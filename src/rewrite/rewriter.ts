@@ -1,14 +1,15 @@
 import { loadModule, parseSync } from 'libpg-query'
 import { deparseSync } from 'pgsql-deparser'
 import type { FencingConfig } from '../config/schema.js'
+import { truncateGate } from './fence-resource.js'
 import { fenceStatement, type FenceContext } from './fence-statement.js'
 import { highestParam, tokenize } from './lexer.js'
 import { Lru } from './lru.js'
-import { exactMarks, normalise, type CommentMark } from './normalise.js'
+import { exactMarks, normalise, type CommentKeys, type CommentMark } from './normalise.js'
 import { createPrefilter } from './prefilter.js'
 import { Refusal, refusalSql } from './refusal.js'
 import type { StatementRewriter } from './statement-rewriter.js'
-import { fencedTables, type FencedTable } from './tables.js'
+import { fencedTables, resourceTables, type FencedTable, type ResourceTable } from './tables.js'
 import { fillTemplate, toTemplate, type Template } from './template.js'
 
 /** What pgfence sends upstream for a text, and the refusals it contains. */
@@ -16,6 +17,8 @@ export interface Rewrite {
   /** null: the original text is forwarded unchanged. */
   upstream: string | null
   refusals: Refusal[]
+  /** The rewrite holds comment values inside a string (a DO body): never a template. */
+  exactOnly?: boolean
 }
 
 type CacheEntry =
@@ -31,6 +34,8 @@ export class FencingRewriter implements StatementRewriter {
   /** Parser runs so far: the cache is doing its job when this stays flat. */
   parses = 0
   private readonly tables: FencedTable[]
+  private readonly resources: ResourceTable[]
+  private readonly commentKeys: CommentKeys
   private readonly mayTouchFencedTable: (sql: string) => boolean
   private readonly cache: Lru<CacheEntry>
 
@@ -39,7 +44,9 @@ export class FencingRewriter implements StatementRewriter {
     cacheSize = 4096,
   ) {
     this.tables = fencedTables(fencing)
-    this.mayTouchFencedTable = createPrefilter(this.tables)
+    this.resources = resourceTables(fencing)
+    this.commentKeys = { token: fencing.commentKey, resource: fencing.resourceCommentKey }
+    this.mayTouchFencedTable = createPrefilter([...this.tables, ...this.resources])
     this.cache = new Lru(cacheSize)
   }
 
@@ -50,7 +57,7 @@ export class FencingRewriter implements StatementRewriter {
   rewriteQuery(sql: string): string | null {
     if (!this.mayTouchFencedTable(sql)) return null
     const tokens = tokenize(sql)
-    const normalised = normalise(sql, tokens, this.fencing.commentKey)
+    const normalised = normalise(sql, tokens, this.commentKeys)
     const key = `q\0${normalised.text}`
     let entry = this.cache.get(key)
     if (entry === undefined) {
@@ -71,7 +78,7 @@ export class FencingRewriter implements StatementRewriter {
   explain(sql: string): Rewrite {
     if (!this.mayTouchFencedTable(sql)) return { upstream: null, refusals: [] }
     const tokens = tokenize(sql)
-    return this.rewriteExact(sql, exactMarks(sql, tokens, this.fencing.commentKey), 0)
+    return this.rewriteExact(sql, exactMarks(sql, tokens, this.commentKeys), 0)
   }
 
   private templateFor(text: string, base: number, marks: CommentMark[]): CacheEntry {
@@ -81,6 +88,7 @@ export class FencingRewriter implements StatementRewriter {
     } catch {
       return { kind: 'exact' }
     }
+    if (rewrite.exactOnly) return { kind: 'exact' }
     return rewrite.upstream === null
       ? unchanged
       : { kind: 'template', template: toTemplate(rewrite.upstream, base) }
@@ -91,7 +99,7 @@ export class FencingRewriter implements StatementRewriter {
     let entry = this.cache.get(key)
     if (entry === undefined) {
       const tokens = tokenize(sql)
-      const marks = exactMarks(sql, tokens, this.fencing.commentKey)
+      const marks = exactMarks(sql, tokens, this.commentKeys)
       const { upstream } = this.rewriteExact(sql, marks, isParse ? highestParam(tokens, sql) : 0)
       entry = upstream === null ? unchanged : { kind: 'text', text: upstream }
       this.cache.set(key, entry)
@@ -125,24 +133,34 @@ export class FencingRewriter implements StatementRewriter {
     let upstream = ''
     let copied = 0
     let changed = false
+    let exactOnly = false
     tree.stmts.forEach((entry, index) => {
       const start = offsets(entry.stmt_location ?? 0)
       const end = entry.stmt_len
         ? offsets((entry.stmt_location ?? 0) + entry.stmt_len)
         : text.length
       const last = index === tree.stmts.length - 1
-      const mark = marks.find((m) => m.position >= start && (m.position < end || last))
+      const inStatement = marks.filter((m) => m.position >= start && (m.position < end || last))
       const ctx: FenceContext = {
         tables: this.tables,
+        resources: this.resources,
         setting: this.fencing.setting,
-        commentToken: mark?.arg ?? 'NULL',
+        resourceSetting: this.fencing.resourceSetting,
+        rejectUnissued: this.fencing.rejectUnissuedTokens,
+        commentToken: inStatement.find((m) => m.token)?.token ?? 'NULL',
+        commentResource: inStatement.find((m) => m.resource)?.resource ?? 'NULL',
       }
       let replacement: string
       try {
-        if (!fenceStatement(entry.stmt, ctx)) return
-        replacement = deparseSync(entry.stmt as Parameters<typeof deparseSync>[0], {
-          pretty: false,
-        })
+        const fenced = fenceStatement(entry.stmt, ctx)
+        const truncate = fenced ? null : truncateGate(entry.stmt, ctx)
+        if (!fenced && truncate === null) return
+        if (truncate !== null) exactOnly = true
+        replacement =
+          truncate ??
+          deparseSync(entry.stmt as Parameters<typeof deparseSync>[0], {
+            pretty: false,
+          })
       } catch (err) {
         if (!(err instanceof Refusal)) throw err
         refusals.push(err)
@@ -152,7 +170,7 @@ export class FencingRewriter implements StatementRewriter {
       copied = end
       changed = true
     })
-    return { upstream: changed ? upstream + text.slice(copied) : null, refusals }
+    return { upstream: changed ? upstream + text.slice(copied) : null, refusals, exactOnly }
   }
 }
 

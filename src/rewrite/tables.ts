@@ -51,12 +51,85 @@ export function fencedTables(fencing: FencingConfig): FencedTable[] {
  * The fenced table a relation reference may resolve to. An unqualified reference matches a
  * schema-qualified rule too, because search_path may resolve it there: fail closed.
  */
-export function matchTable(tables: FencedTable[], range: RangeVar): FencedTable | undefined {
-  return tables.find(
-    (table) =>
-      table.name === range.relname &&
-      (table.schema === undefined ||
-        range.schemaname === undefined ||
-        table.schema === range.schemaname),
+export function matchTable<T extends { schema: string | undefined; name: string }>(
+  tables: T[],
+  range: RangeVar,
+): T | undefined {
+  return tables.find((table) => mayBeSame(table, { schema: range.schemaname, name: range.relname }))
+}
+
+/** Where a member table's resource name comes from. */
+export type ResourceName = { kind: 'fixed'; name: string } | { kind: 'session' }
+
+/** A table fenced by a resource: every write to it checks and raises that resource's fence. */
+export interface ResourceTable {
+  schema: string | undefined
+  name: string
+  resource: ResourceName
+}
+
+export function resourceTables(fencing: FencingConfig): ResourceTable[] {
+  return fencing.resources.flatMap((rule) =>
+    rule.tables.map((table) => ({
+      ...parseTableName(table),
+      resource:
+        rule.resource === undefined
+          ? ({ kind: 'session' } as const)
+          : ({ kind: 'fixed', name: rule.resource } as const),
+    })),
   )
+}
+
+/** Two names PostgreSQL could resolve to the same table (see matchTable). */
+function mayBeSame(
+  a: { schema: string | undefined; name: string },
+  b: { schema: string | undefined; name: string },
+): boolean {
+  return (
+    a.name === b.name && (a.schema === undefined || b.schema === undefined || a.schema === b.schema)
+  )
+}
+
+/** A config problem at a key path, in the shape zod issues take. */
+export interface RuleIssue {
+  code: 'custom'
+  message: string
+  path: (string | number)[]
+}
+
+/**
+ * A table belongs to at most one rule, row or resource: names that could resolve to the same
+ * table in two rules, and names that are not valid `[schema.]table` names, are config errors.
+ */
+export function overlappingRules(
+  tables: { name: string }[],
+  resources: { tables: string[] }[],
+): RuleIssue[] {
+  const issues: RuleIssue[] = []
+  const seen: { parsed: ReturnType<typeof parseTableName>; text: string; rule: string }[] = []
+  const check = (text: string, rule: string, path: (string | number)[]) => {
+    let parsed: ReturnType<typeof parseTableName>
+    try {
+      parsed = parseTableName(text)
+    } catch (err) {
+      issues.push({ code: 'custom', message: (err as Error).message, path })
+      return
+    }
+    const other = seen.find((entry) => mayBeSame(entry.parsed, parsed))
+    if (other) {
+      issues.push({
+        code: 'custom',
+        message: `table ${text} is in two fencing rules (${other.rule} and ${rule}); a table belongs to at most one`,
+        path,
+      })
+    }
+    seen.push({ parsed, text, rule })
+  }
+  tables.forEach((table, i) => check(table.name, `tables[${i}]`, ['tables', i, 'name']))
+  resources.forEach((rule, i) =>
+    rule.tables.forEach((table, j) =>
+      check(table, `resources[${i}]`, ['resources', i, 'tables', j]),
+    ),
+  )
+  return issues
 }

@@ -93,4 +93,36 @@ BEGIN
   RETURN pgfence.stale(committed, incoming, rel, col);
 END
 $fn$;
+
+-- rejectUnissuedTokens: a token above the highest one pgfence.next_token() has issued is refused,
+-- so a typo cannot lock every real holder out forever.
+CREATE OR REPLACE FUNCTION pgfence.issued_token(
+  comment_token text, setting text, required boolean, rel text, col text
+) RETURNS bigint LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+  token bigint := pgfence.token(comment_token, setting, required, rel, col);
+  highest bigint;
+BEGIN
+  IF token IS NULL THEN
+    RETURN NULL;
+  END IF;
+  highest := pgfence.last_issued_token();
+  IF token > highest THEN
+    PERFORM pgfence.refuse('PF400', 'invalid fencing token',
+      'fencing token ' || token || ' was never issued: the highest token pgfence.next_token() '
+        || 'has issued is ' || highest,
+      'present the token exactly as the lock service issued it', rel, col);
+  END IF;
+  RETURN token;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION pgfence.check_issued_token(
+  comment_token text, setting text, required boolean, rel text, col text
+) RETURNS boolean LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+  PERFORM pgfence.issued_token(comment_token, setting, required, rel, col);
+  RETURN true;
+END
+$fn$;
 `

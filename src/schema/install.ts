@@ -2,6 +2,7 @@ import type { FencingConfig } from '../config/schema.js'
 import { fencedTables } from '../rewrite/tables.js'
 import { quoteIdent } from '../rewrite/sql-text.js'
 import { fenceHelpersSql } from './fence-helpers.js'
+import { resourceFencesSql } from './resource-fences.js'
 import { tokenSourceSql } from './token-source.js'
 
 // Serialises concurrent migrations: CREATE OR REPLACE FUNCTION races otherwise.
@@ -9,8 +10,8 @@ const migrationLockKey = 0x7066656e6365
 
 /**
  * Everything `pgfence migrate` runs, in one transaction, idempotently: the pgfence schema, the
- * helpers, the token source and any missing fence columns. Adding a column with a constant
- * default is a catalog-only change.
+ * helpers, the token source, the resource fences and any missing fence columns. Adding a column
+ * with a constant default is a catalog-only change.
  */
 export function installSql(fencing: FencingConfig): string {
   const columns = fencedTables(fencing).map((table) => {
@@ -27,6 +28,7 @@ export function installSql(fencing: FencingConfig): string {
     'GRANT USAGE ON SCHEMA pgfence TO PUBLIC;',
     fenceHelpersSql.trim(),
     tokenSourceSql.trim(),
+    resourceFencesSql.trim(),
     ...columns,
     'COMMIT;',
     '',

@@ -24,4 +24,12 @@ BEGIN
   RETURN nextval('pgfence.token_seq');
 END
 $$;
+
+-- The highest token next_token() has issued (0 before the first), readable without privileges
+-- on the sequence.
+CREATE OR REPLACE FUNCTION pgfence.last_issued_token() RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT coalesce(pg_sequence_last_value('pgfence.token_seq'::regclass), 0)
+$$;
 `

@@ -7,7 +7,7 @@ import { redisUrl } from './support/lease-fixtures.js'
 const run = promisify(execFile)
 
 describe('pgfence demo --json', () => {
-  it('shows the naive lock and the lease alone corrupting invoice 99, and pgfence refusing the late write', async () => {
+  it('shows the naive lock and the lease alone corrupting invoice 99, and pgfence refusing the late writes', async () => {
     const startedAt = Date.now()
     const { stdout } = await run(
       process.execPath,
@@ -20,6 +20,12 @@ describe('pgfence demo --json', () => {
       { name: 'naive', finalValue: 'A', corrupted: true, staleWriteCode: null },
       { name: 'lease', finalValue: 'A', corrupted: true, staleWriteCode: null },
       { name: 'fenced', finalValue: 'B', corrupted: false, staleWriteCode: 'PF409' },
+      {
+        name: 'split-brain',
+        finalValue: 'B (ledger: B)',
+        corrupted: false,
+        staleWriteCode: 'PF409',
+      },
     ])
   })
 })
