@@ -3,13 +3,13 @@ import tls from 'node:tls'
 import { PgError } from '../wire/error-response.js'
 import { decodeStartupPacket, type StartupPacket } from '../wire/startup-packet.js'
 import { StartupReader } from './startup-reader.js'
-
-export type ClientSocket = net.Socket | tls.TLSSocket
+import { ClientConnection } from './client-connection.js'
 
 export type Handshake =
   | {
       kind: 'startup'
-      socket: ClientSocket
+      /** The client, inside TLS if it asked for it. */
+      connection: ClientConnection
       packet: Extract<StartupPacket, { kind: 'startup' }>
       /** Bytes the client sent after its StartupMessage, to be relayed first. */
       leftover: Buffer
@@ -24,13 +24,13 @@ const ANSWER_NO = Buffer.from('N')
  * then the StartupMessage or a CancelRequest.
  */
 export async function runStartupHandshake(
-  raw: net.Socket,
+  raw: ClientConnection,
   secureContext: tls.SecureContext | undefined,
   /** Told when the conversation moves into TLS, so errors are sent on the right layer. */
   onEncrypted: (socket: tls.TLSSocket) => void,
 ): Promise<Handshake> {
-  let socket: ClientSocket = raw
-  let reader = new StartupReader(socket)
+  let connection = raw
+  let reader = new StartupReader(connection)
   let encrypted = false
   for (;;) {
     const packet = decodeStartupPacket(await reader.next())
@@ -40,7 +40,7 @@ export async function runStartupHandshake(
     }
     if (packet.kind === 'startup') {
       reader.detach()
-      return { kind: 'startup', socket, packet, leftover: reader.leftover }
+      return { kind: 'startup', connection, packet, leftover: reader.leftover }
     }
     if (encrypted) throw new PgError('08P01', 'unexpected encryption request after encryption')
     // Bytes sent before our answer would be read as if they had been encrypted (CVE-2021-23214).
@@ -49,14 +49,15 @@ export async function runStartupHandshake(
     }
     if (packet.kind === 'ssl' && secureContext) {
       reader.detach()
-      socket.write(ANSWER_YES)
-      const secure = await startServerTls(raw, secureContext)
+      raw.release()
+      raw.socket.write(ANSWER_YES)
+      const secure = await startServerTls(raw.socket as net.Socket, secureContext)
       onEncrypted(secure)
-      socket = secure
-      reader = new StartupReader(socket)
+      connection = ClientConnection.fromDataEvents(secure)
+      reader = new StartupReader(connection)
       encrypted = true
     } else {
-      socket.write(ANSWER_NO)
+      connection.socket.write(ANSWER_NO)
     }
   }
 }

@@ -1,28 +1,32 @@
 import type { Duplex } from 'node:stream'
 import { PgError } from '../wire/error-response.js'
 import { startupPacketLength } from '../wire/startup-packet.js'
+import type { ClientConnection } from './client-connection.js'
 
 /**
- * Reads whole startup-phase packets from a client socket. Lengths are checked as soon as their
- * four bytes arrive, before any buffer is sized from them.
+ * Reads whole startup-phase packets from a client. Lengths are checked as soon as their four
+ * bytes arrive, before any buffer is sized from them. Bytes are copied: the connection may
+ * reuse its read buffer.
  */
 export class StartupReader {
   private buffered: Buffer = Buffer.alloc(0)
   private waiter: { resolve: (packet: Buffer) => void; reject: (err: Error) => void } | null = null
   private ended: Error | null = null
-  private readonly onData = (chunk: Buffer) => {
-    this.buffered = this.buffered.length === 0 ? chunk : Buffer.concat([this.buffered, chunk])
-    this.deliver()
-  }
+  private readonly socket: Duplex
   private readonly onEnd = () =>
     this.finish(new Error('client closed the connection during startup'))
   private readonly onError = (err: Error) => this.finish(err)
 
-  constructor(private readonly socket: Duplex) {
-    socket.on('data', this.onData)
-    socket.on('end', this.onEnd)
-    socket.on('error', this.onError)
-    socket.on('close', this.onEnd)
+  constructor(connection: ClientConnection) {
+    this.socket = connection.socket
+    connection.setReceiver((chunk) => {
+      this.buffered = Buffer.concat([this.buffered, chunk])
+      this.deliver()
+      return true
+    })
+    this.socket.on('end', this.onEnd)
+    this.socket.on('error', this.onError)
+    this.socket.on('close', this.onEnd)
   }
 
   next(): Promise<Buffer> {
@@ -37,9 +41,8 @@ export class StartupReader {
     return this.buffered
   }
 
-  /** Stops reading; the caller takes over the socket (and any leftover bytes). */
+  /** Stops watching the socket and pauses it until the session takes over. */
   detach(): void {
-    this.socket.off('data', this.onData)
     this.socket.off('end', this.onEnd)
     this.socket.off('error', this.onError)
     this.socket.off('close', this.onEnd)

@@ -6,6 +6,7 @@ import type { Config } from '../config/schema.js'
 import { createLogger, type Logger } from '../log.js'
 import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 import { runStartupHandshake } from '../client/startup-handshake.js'
+import { acceptClients, type ClientConnection } from '../client/client-connection.js'
 import { connectUpstream } from '../server/upstream-connector.js'
 import { forwardCancel } from '../server/cancel-forwarder.js'
 import { PgError } from '../wire/error-response.js'
@@ -62,7 +63,8 @@ export async function startProxy(
   const sessions = new Set<ProxySession>()
   let nextId = 0
 
-  async function serve(raw: net.Socket, log: Logger): Promise<void> {
+  async function serve(accepted: ClientConnection, log: Logger): Promise<void> {
+    const raw = accepted.socket
     const startupTimer = setTimeout(() => {
       log.info('startup not completed in time')
       raw.destroy()
@@ -70,7 +72,7 @@ export async function startProxy(
     let client: net.Socket = raw
     try {
       const handshake = await runStartupHandshake(
-        raw,
+        accepted,
         ownTls?.context,
         (secure) => (client = secure),
       )
@@ -93,12 +95,12 @@ export async function startProxy(
         relay.session!.fromServer(chunk),
       )
       if (raw.destroyed) return void upstream.destroy()
-      const session = (relay.session = new ProxySession(handshake.socket, upstream, {
+      const session = (relay.session = new ProxySession(handshake.connection, upstream, {
         maxMessageBytes: config.limits.maxMessageBytes,
         rewriter,
         logger: sessionLog,
         onReady: () => clearTimeout(startupTimer),
-        keepChannelBinding: sameCertificate(handshake.socket, upstream, ownTls),
+        keepChannelBinding: sameCertificate(handshake.connection.socket, upstream, ownTls),
       }))
       sessions.add(session)
       session.closed.then(() => {
@@ -113,13 +115,7 @@ export async function startProxy(
     }
   }
 
-  const server = net.createServer({ noDelay: true }, (raw) => {
-    const log = logger.child({ conn: ++nextId, peer: `${raw.remoteAddress}:${raw.remotePort}` })
-    connections.add(raw)
-    raw.on('close', () => connections.delete(raw))
-    raw.on('error', (err) => log.debug({ err: err.message }, 'client socket error'))
-    void serve(raw, log)
-  })
+  const server = net.createServer()
   server.on('error', (err) => logger.error({ err }, 'listener error'))
 
   await new Promise<void>((resolve, reject) => {
@@ -128,6 +124,15 @@ export async function startProxy(
       server.off('error', reject)
       resolve()
     })
+  })
+  // A client TLS layer reads from the socket itself, so its sockets keep Node's own reads.
+  acceptClients(server, !ownTls, (connection) => {
+    const raw = connection.socket
+    const log = logger.child({ conn: ++nextId, peer: `${raw.remoteAddress}:${raw.remotePort}` })
+    connections.add(raw)
+    raw.on('close', () => connections.delete(raw))
+    raw.on('error', (err) => log.debug({ err: err.message }, 'client socket error'))
+    void serve(connection, log)
   })
   const address = server.address() as net.AddressInfo
   logger.info({ host: config.listen.host, port: address.port }, 'pgfence listening')

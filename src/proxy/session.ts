@@ -1,6 +1,6 @@
 import type { Logger } from '../log.js'
 import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
-import type { ClientSocket } from '../client/startup-handshake.js'
+import type { ClientConnection } from '../client/client-connection.js'
 import type { UpstreamSocket } from '../server/upstream-connector.js'
 import { AuthPhaseFilter } from '../wire/auth-filter.js'
 import { BackendScanner } from '../wire/backend-scanner.js'
@@ -8,6 +8,9 @@ import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
 import { Frontend } from '../wire/protocol.js'
 import { interceptStatement, REWRITTEN_TYPES, TERMINATE_ONLY } from './statement-interceptor.js'
+
+/** An empty write: its callback runs once everything queued before it is flushed. */
+const FLUSH_MARK = Buffer.alloc(0)
 
 /** The DETAIL of PF409 as `pgfence.stale` words it (src/schema/fence-helpers.ts). */
 const STALE_DETAIL = /^incoming token (\d+) is lower than the committed token (\d+)/
@@ -32,6 +35,10 @@ export class ProxySession {
   private markClosed!: () => void
   private ended = false
   private upstreamPaused = false
+  private clientPaused = false
+  /** Pieces framed out of one client chunk, sent together. */
+  private readonly outgoing: Buffer[] = []
+  private readonly client: ClientConnection['socket']
   /** The client said goodbye (Terminate): the server closing next is expected. */
   private terminating = false
   private ready = false
@@ -41,14 +48,15 @@ export class ProxySession {
   private readonly authFilter: AuthPhaseFilter
 
   constructor(
-    private readonly client: ClientSocket,
+    private readonly connection: ClientConnection,
     private readonly upstream: UpstreamSocket,
     private readonly options: SessionOptions,
   ) {
+    this.client = connection.socket
     this.closed = new Promise((resolve) => (this.markClosed = resolve))
     this.framer = new MessageFramer(
       {
-        forward: (bytes) => this.sendUpstream(bytes),
+        forward: (bytes) => void this.outgoing.push(bytes),
         intercept: (message) => this.intercept(message),
         fail: (error) => this.abort(error),
       },
@@ -63,8 +71,7 @@ export class ProxySession {
     const { client, upstream } = this
     upstream.setNoDelay?.(true)
     client.setNoDelay?.(true)
-    client.on('data', (chunk: Buffer) => this.fromClient(chunk))
-    upstream.on('drain', () => client.resume())
+    this.connection.setReceiver((chunk) => this.fromClient(chunk))
     client.on('close', () => this.finish())
     upstream.on('close', () => this.upstreamClosed())
     client.on('error', (err) =>
@@ -85,35 +92,57 @@ export class ProxySession {
     this.finish()
   }
 
-  private fromClient(chunk: Buffer): void {
-    const upstream = this.upstream
-    upstream.cork()
+  /**
+   * The client's bytes, framed and sent upstream. Like the server's, they may be a view of a
+   * reused read buffer: reading pauses while any of it is still queued.
+   */
+  private fromClient(chunk: Buffer): boolean {
+    if (this.ended) return false
     this.framer.push(chunk)
-    upstream.uncork()
+    if (this.ended) return false
+    this.sendOutgoing()
+    if (this.upstream.writableLength === 0) return true
+    this.clientPaused = true
+    this.upstream.write(FLUSH_MARK, this.upstreamFlushed)
+    return false
   }
 
-  private sendUpstream(bytes: Buffer): void {
-    if (!this.upstream.write(bytes)) this.client.pause()
+  /** One write for one piece (the usual case), one writev for several. */
+  private sendOutgoing(): void {
+    const outgoing = this.outgoing
+    if (outgoing.length === 1) this.upstream.write(outgoing[0]!)
+    else if (outgoing.length > 1) {
+      this.upstream.cork()
+      for (const piece of outgoing) this.upstream.write(piece)
+      this.upstream.uncork()
+    }
+    outgoing.length = 0
+  }
+
+  private readonly upstreamFlushed = (): void => {
+    if (!this.clientPaused) return
+    this.clientPaused = false
+    this.client.resume()
   }
 
   /**
    * The server's bytes, forwarded as they are. The chunk may be a view of a reused read buffer,
-   * so while any of it is still queued (not taken by the socket yet) reading pauses, until the
-   * write's callback says it was flushed. One callback object for every write keeps Node's
-   * batching of write callbacks.
+   * so while any of it is still queued (not taken by the socket yet) reading pauses, until an
+   * empty write queued behind it completes (writes complete in order).
    */
   fromServer(chunk: Buffer): boolean {
     if (this.ended) return false
     const session = this.ready ? chunk : this.passAuthPhase(chunk)
     if (session === null || session.length === 0) return true
     this.scanner.scan(session)
-    this.client.write(session, this.flushed)
+    this.client.write(session)
     if (this.client.writableLength === 0) return true
     this.upstreamPaused = true
+    this.client.write(FLUSH_MARK, this.clientFlushed)
     return false
   }
 
-  private readonly flushed = (): void => {
+  private readonly clientFlushed = (): void => {
     if (!this.upstreamPaused) return
     this.upstreamPaused = false
     this.upstream.resume()
@@ -132,9 +161,9 @@ export class ProxySession {
   private intercept(message: Buffer): void {
     if (message[0] === Frontend.Terminate) {
       this.terminating = true
-      return this.sendUpstream(message)
+      return void this.outgoing.push(message)
     }
-    this.sendUpstream(this.rewrite(message))
+    this.outgoing.push(this.rewrite(message))
   }
 
   private rewrite(message: Buffer): Buffer {

@@ -131,7 +131,8 @@ export class MessageFramer {
   }
 
   private forwardRun(chunk: Buffer, start: number, end: number): void {
-    if (end > start) this.sink.forward(chunk.subarray(start, end))
+    if (start === 0 && end === chunk.length) this.sink.forward(chunk)
+    else if (end > start) this.sink.forward(chunk.subarray(start, end))
   }
 
   private fail(error: PgError): -1 {

@@ -1,0 +1,85 @@
+import net from 'node:net'
+import type tls from 'node:tls'
+
+/**
+ * Takes a client's incoming bytes. The chunk may be a view of a read buffer that is reused for
+ * the next read: return false while it is still referenced (queued in a socket write), and
+ * resume the socket once it is not.
+ */
+export type BytesReceiver = (chunk: Buffer) => boolean
+
+/** Client messages are small; a large COPY streams through in pieces of this size. */
+const READ_BUFFER_BYTES = 16 * 1024
+
+/** A client socket whose bytes go to whichever phase owns it now: startup, then the session. */
+export class ClientConnection {
+  private receiver: BytesReceiver = () => false
+  private stopDataEvents: (() => void) | null = null
+
+  constructor(readonly socket: net.Socket | tls.TLSSocket) {}
+
+  /** For sockets that deliver 'data' events (TLS, or when buffers cannot be reused). */
+  static fromDataEvents(socket: net.Socket | tls.TLSSocket): ClientConnection {
+    const connection = new ClientConnection(socket)
+    const onData = (chunk: Buffer) => {
+      if (!connection.receive(chunk)) socket.pause()
+    }
+    socket.on('data', onData)
+    connection.stopDataEvents = () => socket.off('data', onData)
+    return connection
+  }
+
+  receive(chunk: Buffer): boolean {
+    return this.receiver(chunk)
+  }
+
+  setReceiver(receiver: BytesReceiver): void {
+    this.receiver = receiver
+  }
+
+  /** Hands the socket to another layer (TLS): this object reads no more. */
+  release(): void {
+    this.stopDataEvents?.()
+    this.socket.pause()
+  }
+}
+
+type AcceptHandle = { onconnection?: (err: number, handle: unknown) => void }
+
+/**
+ * Accepts clients. With `reuseReadBuffers`, each client socket reads into one buffer of its own
+ * (Node's `onread`), which skips the stream machinery and an allocation on every read: the
+ * accepting handle's connection callback is taken over to build the socket with that option,
+ * since `net.Server` offers none. Falls back to ordinary sockets if that callback is absent.
+ */
+export function acceptClients(
+  server: net.Server,
+  reuseReadBuffers: boolean,
+  onClient: (connection: ClientConnection) => void,
+): void {
+  const handle = (server as unknown as { _handle?: AcceptHandle })._handle
+  if (!reuseReadBuffers || typeof handle?.onconnection !== 'function') {
+    server.on('connection', (socket) => {
+      socket.setNoDelay(true)
+      onClient(ClientConnection.fromDataEvents(socket))
+    })
+    return
+  }
+  handle.onconnection = (err, clientHandle) => {
+    if (err) return server.emit('error', new Error(`accept failed (${err})`))
+    const buffer = Buffer.allocUnsafe(READ_BUFFER_BYTES)
+    const socket: net.Socket = new net.Socket({
+      handle: clientHandle,
+      readable: true,
+      writable: true,
+      onread: {
+        buffer,
+        callback: (length: number, bytes: Uint8Array) =>
+          connection.receive(Buffer.from(bytes.buffer, bytes.byteOffset, length)),
+      },
+    } as net.SocketConstructorOpts)
+    const connection = new ClientConnection(socket)
+    socket.setNoDelay(true)
+    onClient(connection)
+  }
+}
