@@ -39,3 +39,18 @@ export function tokenCall(
   const helper = `${check ? 'check_' : ''}${source.rejectUnissued ? 'issued_token' : 'token'}`
   return `pgfence.${helper}(${source.commentToken}, ${quoteLiteral(source.setting)}, ${required}, ${names})`
 }
+
+/**
+ * SQL text of the compare-and-raise of one row's fence column `column`: `advance_token` gives
+ * the new fence value, `admits` the boolean form for a row about to be deleted.
+ */
+export function fenceCall(
+  helper: 'advance_token' | 'admits',
+  column: string,
+  source: TokenSource,
+  required: boolean,
+  names: string,
+): string {
+  const setting = quoteLiteral(source.setting)
+  return `pgfence.${helper}(${column}, ${source.commentToken}, ${setting}, ${required}, ${names}, ${source.rejectUnissued})`
+}

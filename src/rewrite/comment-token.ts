@@ -9,16 +9,27 @@ export interface CommentToken {
 
 const escapeRegex = (text: string): string => text.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')
 
+/** One pattern per key, made once: this runs on every statement that may touch a fenced table. */
+const patterns = new Map<string, RegExp>()
+
+function patternFor(key: string): RegExp {
+  let pattern = patterns.get(key)
+  if (pattern === undefined) {
+    pattern = new RegExp(`(?:^|[\\s,*/-])${escapeRegex(key)}\\s*=\\s*('([^']*)'|[^\\s,'*/]+)`)
+    patterns.set(key, pattern)
+  }
+  return pattern
+}
+
 /**
  * Finds `key=N`, `key='N'` (sqlcommenter, URL-encoded) in block and line comments. Only comment
  * tokens from the lexer are inspected, so literals and identifiers never count.
  */
 export function findCommentTokens(sql: string, tokens: Token[], key: string): CommentToken[] {
-  const pattern = new RegExp(`(?:^|[\\s,*/-])${escapeRegex(key)}\\s*=\\s*('([^']*)'|[^\\s,'*/]+)`)
   const found: CommentToken[] = []
   for (const token of tokens) {
     if (token.kind !== 'comment') continue
-    const match = pattern.exec(sql.slice(token.start, token.end))
+    const match = patternFor(key).exec(sql.slice(token.start, token.end))
     if (!match) continue
     found.push({
       start: token.start,

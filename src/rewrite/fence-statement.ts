@@ -1,4 +1,4 @@
-import { and, expr, tokenCall, type Node, type TokenSource } from './ast.js'
+import { and, expr, fenceCall, tokenCall, type Node, type TokenSource } from './ast.js'
 import { resourceHandlers, type ResourceGates } from './fence-resource.js'
 import { Refusal } from './refusal.js'
 import { quoteIdent, quoteLiteral } from './sql-text.js'
@@ -30,6 +30,10 @@ interface Target {
   token: string
   /** The boolean form that only validates the token. */
   check: string
+  /** The new value of the fence column of the row being updated (PF409 when stale). */
+  advance: string
+  /** True for a row that may be deleted (PF409 when stale). */
+  admits: string
   /** Trailing `rel, col` arguments of the helpers. */
   names: string
 }
@@ -96,18 +100,21 @@ function targetOf(range: RangeVar, ctx: FenceContext): Target | undefined {
     .map(quoteIdent)
     .join('.')
   const names = `${quoteLiteral(relation)}, ${quoteLiteral(table.column)}`
+  const column = `${quoteIdent(range.alias?.aliasname ?? range.relname)}.${quoteIdent(table.column)}`
   return {
     table,
     relation,
-    column: `${quoteIdent(range.alias?.aliasname ?? range.relname)}.${quoteIdent(table.column)}`,
+    column,
     token: tokenCall(ctx, table.requireToken, names),
     check: tokenCall(ctx, table.requireToken, names, true),
+    advance: fenceCall('advance_token', column, ctx, table.requireToken, names),
+    admits: fenceCall('admits', column, ctx, table.requireToken, names),
     names,
   }
 }
 
 const checkToken = (t: Target): Node => expr(t.check)
-const advance = (t: Target): Node => expr(`pgfence.advance(${t.column}, ${t.token}, ${t.names})`)
+const advance = (t: Target): Node => expr(t.advance)
 
 /**
  * Raises PF409 for a row holding a higher token. `guard` (a copy of the statement's own
@@ -115,15 +122,9 @@ const advance = (t: Target): Node => expr(`pgfence.advance(${t.column}, ${t.toke
  * the planner evaluates the quals in.
  */
 function staleGate(t: Target, guard: Node | undefined): Node {
-  const gate = expr(
-    `CASE WHEN true AND ${t.column} > ${t.token} ` +
-      `THEN pgfence.stale(${t.column}, ${t.token}, ${t.names}) IS NULL ELSE true END`,
-  )
-  const when = gate.CaseExpr.args[0].CaseWhen
-  when.expr =
-    guard === undefined
-      ? when.expr.BoolExpr.args[1]
-      : and(structuredClone(guard), when.expr.BoolExpr.args[1])
+  if (guard === undefined) return expr(t.admits)
+  const gate = expr(`CASE WHEN true THEN ${t.admits} ELSE true END`)
+  gate.CaseExpr.args[0].CaseWhen.expr = structuredClone(guard)
   return gate
 }
 

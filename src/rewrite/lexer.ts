@@ -12,10 +12,16 @@ export interface Token {
   end: number
 }
 
-const identStart = /[A-Za-z_\u0080-\uffff]/
-const identRest = /[A-Za-z0-9_$\u0080-\uffff]*/y
-const digit = /[0-9]/
 const dollarTag = /^\$([A-Za-z_\u0080-\uffff][A-Za-z0-9_\u0080-\uffff]*)?\$/
+
+// Character tests by code unit: this runs on every fenced statement, so no regular expressions
+// or substrings per character.
+const isDigit = (c: number): boolean => c >= 48 && c <= 57
+const isLetter = (c: number): boolean => (c >= 65 && c <= 90) || (c >= 97 && c <= 122)
+const isIdentStart = (c: number): boolean => isLetter(c) || c === 95 || c >= 0x80
+const isIdentChar = (c: number): boolean => isIdentStart(c) || isDigit(c) || c === 36
+const isHexDigit = (c: number): boolean =>
+  isDigit(c) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102)
 
 /** Splits SQL text into tokens; whitespace is skipped, unterminated constructs run to the end. */
 export function tokenize(sql: string): Token[] {
@@ -36,26 +42,30 @@ export function tokenize(sql: string): Token[] {
   return tokens
 }
 
+/** Letters that prefix a string constant: B'…', X'…', N'…' (either case). */
+const PREFIXED_STRING = new Set([66, 98, 88, 120, 78, 110])
+
 function scanToken(sql: string, i: number): [TokenKind, number] {
-  const ch = sql[i]!
-  const next = sql[i + 1] ?? ''
-  if (ch === '-' && next === '-') return ['comment', lineEnd(sql, i)]
-  if (ch === '/' && next === '*') return ['comment', blockCommentEnd(sql, i)]
-  if (ch === "'") return ['string', quotedEnd(sql, i + 1, "'", false)]
-  if (ch === '"') return ['quoted', quotedEnd(sql, i + 1, '"', false)]
-  if ((ch === 'E' || ch === 'e') && next === "'")
-    return ['string', quotedEnd(sql, i + 2, "'", true)]
-  if (/[BbXxNn]/.test(ch) && next === "'") return ['string', quotedEnd(sql, i + 2, "'", false)]
-  if ((ch === 'U' || ch === 'u') && next === '&' && (sql[i + 2] === "'" || sql[i + 2] === '"')) {
-    const quote = sql[i + 2]!
-    return [quote === "'" ? 'string' : 'quoted', quotedEnd(sql, i + 3, quote, false)]
+  const ch = sql.charCodeAt(i)
+  const next = sql.charCodeAt(i + 1)
+  if (ch === 45 && next === 45) return ['comment', lineEnd(sql, i)] // --
+  if (ch === 47 && next === 42) return ['comment', blockCommentEnd(sql, i)] // /*
+  if (ch === 39) return ['string', quotedEnd(sql, i + 1, "'", false)]
+  if (ch === 34) return ['quoted', quotedEnd(sql, i + 1, '"', false)]
+  if ((ch === 69 || ch === 101) && next === 39) return ['string', quotedEnd(sql, i + 2, "'", true)]
+  if (PREFIXED_STRING.has(ch) && next === 39) return ['string', quotedEnd(sql, i + 2, "'", false)]
+  if ((ch === 85 || ch === 117) && next === 38) {
+    const quote = sql[i + 2]
+    if (quote === "'" || quote === '"') {
+      return [quote === "'" ? 'string' : 'quoted', quotedEnd(sql, i + 3, quote, false)]
+    }
   }
-  if (ch === '$') return scanDollar(sql, i)
-  if (digit.test(ch) || (ch === '.' && digit.test(next))) return ['number', numberEnd(sql, i)]
-  if (identStart.test(ch)) {
-    identRest.lastIndex = i + 1
-    identRest.test(sql)
-    return ['word', identRest.lastIndex]
+  if (ch === 36) return scanDollar(sql, i)
+  if (isDigit(ch) || (ch === 46 && isDigit(next))) return ['number', numberEnd(sql, i)]
+  if (isIdentStart(ch)) {
+    let j = i + 1
+    while (j < sql.length && isIdentChar(sql.charCodeAt(j))) j++
+    return ['word', j]
   }
   return ['other', i + 1]
 }
@@ -96,9 +106,9 @@ function quotedEnd(sql: string, j: number, quote: string, backslashEscapes: bool
 }
 
 function scanDollar(sql: string, i: number): [TokenKind, number] {
-  if (digit.test(sql[i + 1] ?? '')) {
+  if (isDigit(sql.charCodeAt(i + 1))) {
     let j = i + 1
-    while (j < sql.length && digit.test(sql[j]!)) j++
+    while (j < sql.length && isDigit(sql.charCodeAt(j))) j++
     return ['param', j]
   }
   const tag = dollarTag.exec(sql.slice(i, i + 256))
@@ -107,12 +117,33 @@ function scanDollar(sql: string, i: number): [TokenKind, number] {
   return ['string', close < 0 ? sql.length : close + tag[0].length]
 }
 
+/** Numeric constants: 42, 4.2, .42, 4e2, 1_000, 0x2A, 0o52, 0b101010. */
 function numberEnd(sql: string, i: number): number {
-  const match =
-    /^(0[xXoObB][0-9A-Fa-f_]+|[0-9][0-9_]*(\.[0-9_]*)?([eE][+-]?[0-9]+)?|\.[0-9_]+([eE][+-]?[0-9]+)?)/.exec(
-      sql.slice(i, i + 512),
-    )
-  return i + (match ? match[0].length : 1)
+  let j = i
+  const second = sql.charCodeAt(i + 1)
+  if (sql.charCodeAt(i) === 48 && PREFIXED_INTEGER.has(second)) {
+    j = i + 2
+    while (j < sql.length && (isHexDigit(sql.charCodeAt(j)) || sql.charCodeAt(j) === 95)) j++
+    return j
+  }
+  j = digitsEnd(sql, j)
+  if (sql.charCodeAt(j) === 46) j = digitsEnd(sql, j + 1)
+  const e = sql.charCodeAt(j)
+  if (e === 69 || e === 101) {
+    let k = j + 1
+    const sign = sql.charCodeAt(k)
+    if (sign === 43 || sign === 45) k++
+    if (isDigit(sql.charCodeAt(k))) j = digitsEnd(sql, k)
+  }
+  return j
+}
+
+/** 0x, 0o, 0b in either case. */
+const PREFIXED_INTEGER = new Set([88, 120, 79, 111, 66, 98])
+
+function digitsEnd(sql: string, j: number): number {
+  while (j < sql.length && (isDigit(sql.charCodeAt(j)) || sql.charCodeAt(j) === 95)) j++
+  return j
 }
 
 /** Highest `$n` parameter number in the text (0 when there is none). */

@@ -1,24 +1,38 @@
-/** A bounded map that evicts the least recently used entry. */
+/**
+ * A bounded cache that keeps what is used: entries live in a young generation, and when it is
+ * full it becomes the old one (the previous old one is dropped); a hit in the old generation
+ * moves the entry back to the young one. A hit in the young generation is one map lookup, which
+ * matters on the proxy's hot path, and at most `capacity` entries are kept.
+ */
 export class Lru<V> {
-  private readonly entries = new Map<string, V>()
+  private young = new Map<string, V>()
+  private old = new Map<string, V>()
+  private readonly generation: number
 
-  constructor(private readonly capacity: number) {}
+  constructor(capacity: number) {
+    this.generation = Math.max(1, Math.floor(capacity / 2))
+  }
 
   get size(): number {
-    return this.entries.size
+    return this.young.size + this.old.size
   }
 
   get(key: string): V | undefined {
-    const value = this.entries.get(key)
-    if (value === undefined) return undefined
-    this.entries.delete(key)
-    this.entries.set(key, value)
-    return value
+    const value = this.young.get(key)
+    if (value !== undefined) return value
+    const aged = this.old.get(key)
+    if (aged !== undefined) {
+      this.old.delete(key)
+      this.set(key, aged)
+    }
+    return aged
   }
 
   set(key: string, value: V): void {
-    this.entries.delete(key)
-    this.entries.set(key, value)
-    if (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value!)
+    this.young.set(key, value)
+    if (this.young.size >= this.generation) {
+      this.old = this.young
+      this.young = new Map()
+    }
   }
 }

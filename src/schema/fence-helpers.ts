@@ -33,7 +33,8 @@ LANGUAGE sql STABLE AS $fn$
     rel)
 $fn$;
 
-CREATE OR REPLACE FUNCTION pgfence.token(
+-- The full reading of a token: absent (PF428 when required), invalid (PF400), or its value.
+CREATE OR REPLACE FUNCTION pgfence.parse_token(
   comment_token text, setting text, required boolean, rel text, col text
 ) RETURNS bigint LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
@@ -58,12 +59,28 @@ BEGIN
 END
 $fn$;
 
+-- The functions below run on every fenced write. PL/pgSQL sets each expression up anew in every
+-- transaction, so the usual path (a token of up to 18 digits, not stale) is one expression, and
+-- the rarer cases go to parse_token and stale.
+CREATE OR REPLACE FUNCTION pgfence.token(
+  comment_token text, setting text, required boolean, rel text, col text
+) RETURNS bigint LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+  RETURN CASE
+    WHEN coalesce(comment_token, pg_catalog.current_setting(setting, true)) ~ '^[0-9]{1,18}$'
+      THEN coalesce(comment_token, pg_catalog.current_setting(setting, true))::bigint
+    ELSE pgfence.parse_token(comment_token, setting, required, rel, col)
+  END;
+END
+$fn$;
+
 CREATE OR REPLACE FUNCTION pgfence.check_token(
   comment_token text, setting text, required boolean, rel text, col text
 ) RETURNS boolean LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
-  PERFORM pgfence.token(comment_token, setting, required, rel, col);
-  RETURN true;
+  RETURN coalesce(comment_token, pg_catalog.current_setting(setting, true)) ~ '^[0-9]{1,18}$'
+    OR pgfence.parse_token(comment_token, setting, required, rel, col) IS NOT NULL
+    OR NOT required;
 END
 $fn$;
 
@@ -84,13 +101,45 @@ CREATE OR REPLACE FUNCTION pgfence.advance(
   committed bigint, incoming bigint, rel text, col text
 ) RETURNS bigint LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
-  IF incoming IS NULL THEN
-    RETURN committed;
-  END IF;
-  IF committed IS NULL OR incoming >= committed THEN
-    RETURN incoming;
-  END IF;
-  RETURN pgfence.stale(committed, incoming, rel, col);
+  RETURN CASE
+    WHEN incoming IS NULL THEN committed
+    WHEN committed IS NULL OR incoming >= committed THEN incoming
+    ELSE pgfence.stale(committed, incoming, rel, col)
+  END;
+END
+$fn$;
+
+-- The whole compare-and-raise of one row in one call (one call is several times cheaper than a
+-- call nested in another's arguments): the new fence value, or PF409/PF428/PF400.
+CREATE OR REPLACE FUNCTION pgfence.advance_token(
+  committed bigint, comment_token text, setting text, required boolean, rel text, col text,
+  unissued boolean
+) RETURNS bigint LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+  RETURN CASE
+    WHEN NOT unissued
+      AND coalesce(comment_token, pg_catalog.current_setting(setting, true)) ~ '^[0-9]{1,18}$'
+      AND coalesce(comment_token, pg_catalog.current_setting(setting, true))::bigint >= committed
+      THEN coalesce(comment_token, pg_catalog.current_setting(setting, true))::bigint
+    ELSE pgfence.advance(committed, CASE
+      WHEN unissued THEN pgfence.issued_token(comment_token, setting, required, rel, col)
+      ELSE pgfence.parse_token(comment_token, setting, required, rel, col) END, rel, col)
+  END;
+END
+$fn$;
+
+-- The same check for a row about to be deleted: true, or PF409/PF428/PF400.
+CREATE OR REPLACE FUNCTION pgfence.admits(
+  committed bigint, comment_token text, setting text, required boolean, rel text, col text,
+  unissued boolean
+) RETURNS boolean LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+  RETURN (NOT unissued
+      AND coalesce(comment_token, pg_catalog.current_setting(setting, true)) ~ '^[0-9]{1,18}$'
+      AND coalesce(comment_token, pg_catalog.current_setting(setting, true))::bigint >= committed)
+    OR pgfence.advance_token(committed, comment_token, setting, required, rel, col, unissued)
+      IS NOT NULL
+    OR committed IS NULL;
 END
 $fn$;
 

@@ -244,7 +244,7 @@ describe('pass-through', () => {
     const { rows } = await app.query(
       "UPDATE invoices SET status = 'SEEN' WHERE id = 99 RETURNING current_query() AS q",
     )
-    expect(rows[0].q).toContain('pgfence.advance(')
+    expect(rows[0].q).toContain('pgfence.advance_token(')
   })
 })
 

@@ -44,7 +44,7 @@ describe('write shapes', () => {
   test('UPDATE: the SET advances the fence, the WHERE checks the token once', () => {
     const out = rewriter.rewriteQuery("UPDATE invoices AS i SET status = 'PAID' WHERE i.id = 99")!
     expect(out).toContain(
-      "fencing_token = pgfence.advance(i.fencing_token, pgfence.token(NULL, 'app.fencing_token', true, '\"invoices\"', 'fencing_token')",
+      "fencing_token = pgfence.advance_token(i.fencing_token, NULL, 'app.fencing_token', true, '\"invoices\"', 'fencing_token', false)",
     )
     expect(out).toMatch(/WHERE pgfence\.check_token\(NULL, .*\) AND i\.id = 99$/)
   })
@@ -52,9 +52,8 @@ describe('write shapes', () => {
   test('DELETE: the gate re-checks the original condition', () => {
     const out = rewriter.rewriteQuery('DELETE FROM invoices WHERE id IN (SELECT id FROM x)')!
     expect(out).toContain(
-      'CASE WHEN (id IN (SELECT id FROM x) AND invoices.fencing_token > pgfence.token(',
+      'CASE WHEN id IN (SELECT id FROM x) THEN pgfence.admits(invoices.fencing_token, NULL,',
     )
-    expect(out).toContain('THEN pgfence.stale(invoices.fencing_token, pgfence.token(')
   })
 
   test('INSERT: every VALUES row, SELECT arms and DEFAULT VALUES get the token column', () => {
@@ -74,7 +73,7 @@ describe('write shapes', () => {
   test('quoted, schema-qualified and configured columns follow PostgreSQL name rules', () => {
     const out = rewriter.rewriteQuery('UPDATE billing."Ledger" SET a = 1')!
     expect(out).toContain(
-      '"Fence" = pgfence.advance("Ledger"."Fence", pgfence.token(NULL, \'app.fencing_token\', false',
+      '"Fence" = pgfence.advance_token("Ledger"."Fence", NULL, \'app.fencing_token\', false',
     )
     expect(rewriter.rewriteQuery('UPDATE "Ledger" SET a = 1')).not.toBeNull()
     expect(rewriter.rewriteQuery('UPDATE INVOICES SET a = 1')).not.toBeNull()
@@ -108,14 +107,14 @@ describe('multi-statement queries and comment tokens', () => {
     )!
     const [first, second, third, fourth] = out.split(';')
     expect(first).toBe("select  'keep'  ")
-    expect(second).toContain("pgfence.token('7'")
-    expect(third).toContain('pgfence.token(NULL')
+    expect(second).toContain("pgfence.advance_token(invoices.fencing_token, '7'")
+    expect(third).toContain('pgfence.advance_token(invoices.fencing_token, NULL')
     expect(fourth).toBe(' SELECT  2')
   })
 
   test('a leading sqlcommenter comment belongs to the statement after it', () => {
     const out = rewriter.rewriteQuery("/*fencing_token='9',route='x'*/ UPDATE invoices SET a = 1")!
-    expect(out).toContain("pgfence.token('9'")
+    expect(out).toContain("pgfence.advance_token(invoices.fencing_token, '9'")
   })
 })
 
@@ -131,10 +130,10 @@ describe('cache', () => {
     expect(rewriter.cacheSize).toBe(1)
     expect(a).toContain("status = 'A'")
     expect(a).toContain('id = 17')
-    expect(a).toContain("pgfence.token('5'")
+    expect(a).toContain("pgfence.advance_token(invoices.fencing_token, '5'")
     expect(b).toContain("status = 'it''s'")
     expect(b).toContain('id = 18')
-    expect(b).toContain("pgfence.token('6'")
+    expect(b).toContain("pgfence.advance_token(invoices.fencing_token, '6'")
   })
 
   test('a literal a placeholder cannot stand for falls back to the exact text', () => {
