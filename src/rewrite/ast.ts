@@ -26,17 +26,11 @@ export interface TokenSource {
 }
 
 /**
- * SQL text of the token the statement presents, read when it executes. `check` gives the
- * boolean form that only validates it (for a WHERE clause). `names` are the trailing
- * `rel, col` arguments that name the write in errors.
+ * SQL text of the token the statement presents, read when it executes. `names` are the
+ * trailing `rel, col` arguments that name the write in errors.
  */
-export function tokenCall(
-  source: TokenSource,
-  required: boolean,
-  names: string,
-  check = false,
-): string {
-  const helper = `${check ? 'check_' : ''}${source.rejectUnissued ? 'issued_token' : 'token'}`
+export function tokenCall(source: TokenSource, required: boolean, names: string): string {
+  const helper = source.rejectUnissued ? 'issued_token' : 'token'
   return `pgfence.${helper}(${source.commentToken}, ${quoteLiteral(source.setting)}, ${required}, ${names})`
 }
 

@@ -28,8 +28,6 @@ interface Target {
   column: string
   /** The token expression, evaluated at execution time. */
   token: string
-  /** The boolean form that only validates the token. */
-  check: string
   /** The new value of the fence column of the row being updated (PF409 when stale). */
   advance: string
   /** True for a row that may be deleted (PF409 when stale). */
@@ -106,14 +104,12 @@ function targetOf(range: RangeVar, ctx: FenceContext): Target | undefined {
     relation,
     column,
     token: tokenCall(ctx, table.requireToken, names),
-    check: tokenCall(ctx, table.requireToken, names, true),
     advance: fenceCall('advance_token', column, ctx, table.requireToken, names),
     admits: fenceCall('admits', column, ctx, table.requireToken, names),
     names,
   }
 }
 
-const checkToken = (t: Target): Node => expr(t.check)
 const advance = (t: Target): Node => expr(t.advance)
 
 /**
@@ -152,8 +148,6 @@ function fenceUpdate(node: Node, ctx: FenceContext): boolean {
   if (!t) return false
   refuseFenceColumnWrite(t, node.targetList)
   node.targetList.push(setFenceColumn(t))
-  // WHERE CURRENT OF admits no other condition: the SET alone fences the row.
-  if (!node.whereClause?.CurrentOfExpr) node.whereClause = and(checkToken(t), node.whereClause)
   return true
 }
 
@@ -168,7 +162,7 @@ function fenceDelete(node: Node, ctx: FenceContext): boolean {
       'delete by key instead: DELETE ... WHERE <primary key> = ...',
     )
   }
-  node.whereClause = and(checkToken(t), node.whereClause, staleGate(t, node.whereClause))
+  node.whereClause = and(node.whereClause, staleGate(t, node.whereClause))
   return true
 }
 
@@ -235,7 +229,6 @@ function fenceMerge(node: Node, ctx: FenceContext): boolean {
       fenceMergeInsert(t, clause)
     }
   }
-  node.joinCondition = and(checkToken(t), node.joinCondition)
   return true
 }
 

@@ -74,16 +74,6 @@ BEGIN
 END
 $fn$;
 
-CREATE OR REPLACE FUNCTION pgfence.check_token(
-  comment_token text, setting text, required boolean, rel text, col text
-) RETURNS boolean LANGUAGE plpgsql STABLE AS $fn$
-BEGIN
-  RETURN coalesce(comment_token, pg_catalog.current_setting(setting, true)) ~ '^[0-9]{1,18}$'
-    OR pgfence.parse_token(comment_token, setting, required, rel, col) IS NOT NULL
-    OR NOT required;
-END
-$fn$;
-
 CREATE OR REPLACE FUNCTION pgfence.stale(
   committed bigint, incoming bigint, rel text, col text
 ) RETURNS bigint LANGUAGE plpgsql STABLE AS $fn$
@@ -166,12 +156,4 @@ BEGIN
 END
 $fn$;
 
-CREATE OR REPLACE FUNCTION pgfence.check_issued_token(
-  comment_token text, setting text, required boolean, rel text, col text
-) RETURNS boolean LANGUAGE plpgsql STABLE AS $fn$
-BEGIN
-  PERFORM pgfence.issued_token(comment_token, setting, required, rel, col);
-  RETURN true;
-END
-$fn$;
 `

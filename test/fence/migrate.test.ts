@@ -78,7 +78,15 @@ test('migrate adds missing fence columns and the helpers, idempotently and concu
     "SELECT proname FROM pg_proc WHERE pronamespace = 'pgfence'::regnamespace ORDER BY proname",
   )
   expect(functions.rows.map((r) => r.proname)).toEqual(
-    expect.arrayContaining(['advance', 'check_token', 'next_token', 'refuse', 'stale', 'token']),
+    expect.arrayContaining([
+      'admits',
+      'advance',
+      'advance_token',
+      'next_token',
+      'refuse',
+      'stale',
+      'token',
+    ]),
   )
 })
 

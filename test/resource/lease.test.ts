@@ -94,12 +94,15 @@ test('rejectUnissuedTokens: a token above the highest issued one is PF400 for ro
   expect(await sqlstateOf(client.query("INSERT INTO invoices (id, status) VALUES (4, 'x')"))).toBe(
     'PF400',
   )
-  expect(await sqlstateOf(client.query("UPDATE invoices SET status = 'y'"))).toBe('PF400')
   expect(await fenceOf('tenant:4')).toBeNull()
 
   await lease.applyTo(client)
   await client.query("INSERT INTO tenant_jobs (id, state) VALUES (4, 'x')")
   await client.query("INSERT INTO invoices (id, status) VALUES (4, 'x')")
   expect(await fenceOf('tenant:4')).toBe(lease.token.toString())
+  await client.query(`SET app.fencing_token = ${typo}`)
+  expect(await sqlstateOf(client.query("UPDATE invoices SET status = 'y' WHERE id = 4"))).toBe(
+    'PF400',
+  )
   await lease.release()
 })
