@@ -18,12 +18,25 @@ export const TERMINATE_ONLY = typeTable([Frontend.Terminate])
 /** Text encoding that round-trips the client's bytes: UTF-8 when valid, else byte for byte. */
 const encodingOf = (bytes: Buffer): BufferEncoding => (isUtf8(bytes) ? 'utf8' : 'latin1')
 
-function withHeader(type: number, parts: Buffer[]): Buffer {
-  const bodyLength = parts.reduce((sum, part) => sum + part.length, 0)
-  const header = Buffer.allocUnsafe(5)
-  header[0] = type
-  header.writeUInt32BE(bodyLength + 4, 1)
-  return Buffer.concat([header, ...parts], bodyLength + 5)
+/** A message of `type` whose body is `before`, then `text` and a NUL, then `after`: one copy. */
+function encodeMessage(
+  type: number,
+  text: string,
+  encoding: BufferEncoding,
+  before?: Buffer,
+  after?: Buffer,
+): Buffer {
+  const textLength = Buffer.byteLength(text, encoding)
+  const bodyLength = (before?.length ?? 0) + textLength + 1 + (after?.length ?? 0)
+  const message = Buffer.allocUnsafe(5 + bodyLength)
+  message[0] = type
+  message.writeUInt32BE(bodyLength + 4, 1)
+  let pos = 5
+  if (before) pos += before.copy(message, pos)
+  pos += message.write(text, pos, encoding)
+  message[pos++] = 0
+  after?.copy(message, pos)
+  return message
 }
 
 /**
@@ -41,7 +54,7 @@ function rewriteQuery(message: Buffer, rewriter: StatementRewriter): Buffer {
   const encoding = encodingOf(textBytes)
   const rewritten = rewriter.rewriteQuery(textBytes.toString(encoding))
   if (rewritten === null) return message
-  return withHeader(Frontend.Query, [Buffer.from(`${rewritten}\0`, encoding)])
+  return encodeMessage(Frontend.Query, rewritten, encoding)
 }
 
 /** Parse: name\0 query\0 int16 count, int32 type oids — only the query changes. */
@@ -53,9 +66,11 @@ function rewriteParse(message: Buffer, rewriter: StatementRewriter): Buffer {
   const encoding = encodingOf(textBytes)
   const rewritten = rewriter.rewriteParse(textBytes.toString(encoding))
   if (rewritten === null) return message
-  return withHeader(Frontend.Parse, [
+  return encodeMessage(
+    Frontend.Parse,
+    rewritten,
+    encoding,
     message.subarray(5, nameEnd + 1),
-    Buffer.from(`${rewritten}\0`, encoding),
     message.subarray(queryEnd + 1),
-  ])
+  )
 }

@@ -1,3 +1,4 @@
+import { escapeRegex } from './sql-text.js'
 import type { Token } from './lexer.js'
 
 /** A comment that carries the fencing token key, with the raw value it gives. */
@@ -6,8 +7,6 @@ export interface CommentToken {
   start: number
   value: string
 }
-
-const escapeRegex = (text: string): string => text.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')
 
 /** One pattern per key, made once: this runs on every statement that may touch a fenced table. */
 const patterns = new Map<string, RegExp>()

@@ -1,3 +1,5 @@
+import { escapeRegex } from './sql-text.js'
+
 /**
  * Cheap lexical test: can this text touch a fenced table at all? It must never say no to a
  * statement that does, so it is deliberately loose: any mention of a fenced table's name in any
@@ -10,8 +12,7 @@ export function createPrefilter(tables: { name: string }[]): (sql: string) => bo
     ),
     'u&"',
   ]
-  return (sql) => {
-    const lower = sql.toLowerCase()
-    return needles.some((needle) => lower.includes(needle))
-  }
+  // One case-insensitive pattern: no lower-cased copy of every statement.
+  const pattern = new RegExp(needles.map(escapeRegex).join('|'), 'i')
+  return (sql) => pattern.test(sql)
 }

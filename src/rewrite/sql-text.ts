@@ -11,3 +11,6 @@ export function quoteLiteral(value: string): string {
     ? `E'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`
     : `'${value.replace(/'/g, "''")}'`
 }
+
+/** Text matched literally inside a regular expression. */
+export const escapeRegex = (text: string): string => text.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')
