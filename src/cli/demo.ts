@@ -6,10 +6,9 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as delay } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
-import pg from 'pg'
 import { parseConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
-import { demoDatabase, prepareDemoDatabase } from '../dev/demo-database.js'
+import { demoDatabase, prepareDemoDatabase, withClient } from '../dev/demo-database.js'
 import { startEmbeddedServer } from '../dev/embedded-postgres.js'
 import { createLogger } from '../log.js'
 import { startProxy } from '../proxy/proxy-server.js'
@@ -104,16 +103,6 @@ function describeWrite(event: DemoEvent): string {
   if (event.event === 'wrote') return 'committed'
   if (event.event === 'refused') return `refused with ${event.code}: ${event.message}`
   return `unexpected ${event.event}`
-}
-
-async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  try {
-    return await work(client)
-  } finally {
-    await client.end()
-  }
 }
 
 /**

@@ -18,7 +18,11 @@ ON CONFLICT (id) DO UPDATE
       fencing_token = excluded.fencing_token;
 `
 
-async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+/** One short-lived connection for `work`, closed whatever happens. */
+export async function withClient<T>(
+  url: string,
+  work: (client: pg.Client) => Promise<T>,
+): Promise<T> {
   const client = new pg.Client({ connectionString: url })
   await client.connect()
   try {

@@ -3,6 +3,7 @@ import { parseConfig } from '../../src/config/load.js'
 import type { FencingConfig } from '../../src/config/schema.js'
 import { createRewriter, type FencingRewriter } from '../../src/rewrite/rewriter.js'
 import { installSql } from '../../src/schema/install.js'
+export { sqlstateOf } from '../support/sqlstate.js'
 
 /** A fencing config with the given `fencing` section (defaults for the rest). */
 export function fencingConfig(fencing: Partial<FencingConfig> = {}): FencingConfig {
@@ -64,16 +65,4 @@ export async function fencedClient(url: string, fencing: FencingConfig): Promise
   const client = new FencedClient(url, await createRewriter(fencing))
   await client.connect()
   return client
-}
-
-/** The SQLSTATE a promise is rejected with, or 'ok'. */
-export async function sqlstateOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise
-    return 'ok'
-  } catch (err) {
-    const code = (err as { code?: string }).code
-    if (code === undefined) throw err
-    return code
-  }
 }

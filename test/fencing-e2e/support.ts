@@ -5,6 +5,7 @@ import { parseConfig } from '../../src/config/load.js'
 import { startProxy, type RunningProxy } from '../../src/proxy/proxy-server.js'
 import { installSql } from '../../src/schema/install.js'
 import type { TestDatabase } from '../support/database.js'
+export { sqlstateOf } from '../support/sqlstate.js'
 
 /** The `invoices` table of the product story, fenced on `fencing_token`. */
 const fencingSection = { tables: [{ name: 'invoices' }] }
@@ -104,17 +105,5 @@ export async function pgOutcome(query: Promise<pg.QueryResult>): Promise<Outcome
     if (!(err instanceof pg.DatabaseError)) throw err
     const { code = '', detail, hint, schema, table, column } = err
     return { code, detail, hint, schema, table, column }
-  }
-}
-
-/** The SQLSTATE a promise is rejected with, or 'ok'. */
-export async function sqlstateOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise
-    return 'ok'
-  } catch (err) {
-    const code = (err as { code?: string }).code
-    if (code === undefined) throw err
-    return code
   }
 }

@@ -5,6 +5,7 @@ import { createLogger } from '../../src/log.js'
 import { startProxy, type RunningProxy } from '../../src/proxy/proxy-server.js'
 import { installSql } from '../../src/schema/install.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
+export { sqlstateOf } from '../support/sqlstate.js'
 
 /**
  * The resource rules of the product story, next to one row-fenced table: `payouts` and
@@ -79,18 +80,6 @@ export async function fencedDatabase(
       await proxy.close()
       await db.drop()
     },
-  }
-}
-
-/** The SQLSTATE a promise is rejected with, or 'ok'. */
-export async function sqlstateOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise
-    return 'ok'
-  } catch (err) {
-    const code = (err as { code?: string }).code
-    if (code === undefined) throw err
-    return code
   }
 }
 
