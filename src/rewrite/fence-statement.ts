@@ -166,21 +166,34 @@ function fenceDelete(node: Node, ctx: FenceContext): boolean {
   return true
 }
 
+/** pgfence adds the fence column to an insert, so it needs the statement's column list. */
+function refuseWithoutColumnList(t: Target, shape: string, example: string): never {
+  return refuse(
+    t,
+    `${shape} without a column list is not supported on a fenced table`,
+    `pgfence adds column ${t.table.column} to inserts into ${t.relation} and needs the column list`,
+    `name the columns: ${example}`,
+  )
+}
+
+const withFenceColumn = (t: Target, columns: Node[] | undefined): Node[] => [
+  ...(columns ?? []),
+  { ResTarget: { name: t.table.column } },
+]
+
+/** A new row's fence value: the presented token (0 when none is required and none is given). */
+const insertedToken = (t: Target): Node => expr(`coalesce(${t.token}, 0)`)
+
 function fenceInsert(node: Node, ctx: FenceContext): boolean {
   const t = targetOf(node.relation, ctx)
   if (!t) return false
   const defaultValues = node.selectStmt === undefined
   if (!defaultValues && !node.cols?.length) {
-    refuse(
-      t,
-      'INSERT without a column list is not supported on a fenced table',
-      `pgfence adds column ${t.table.column} to inserts into ${t.relation} and needs the column list`,
-      'name the columns: INSERT INTO table (col, ...) VALUES ...',
-    )
+    refuseWithoutColumnList(t, 'INSERT', 'INSERT INTO table (col, ...) VALUES ...')
   }
   refuseFenceColumnWrite(t, node.cols)
-  node.cols = [...(node.cols ?? []), { ResTarget: { name: t.table.column } }]
-  const value = expr(`coalesce(${t.token}, 0)`)
+  node.cols = withFenceColumn(t, node.cols)
+  const value = insertedToken(t)
   if (defaultValues)
     node.selectStmt = {
       SelectStmt: { valuesLists: [{ List: { items: [value] } }], op: 'SETOP_NONE' },
@@ -235,16 +248,15 @@ function fenceMerge(node: Node, ctx: FenceContext): boolean {
 function fenceMergeInsert(t: Target, clause: Node): void {
   const defaultValues = !clause.targetList?.length && !clause.values?.length
   if (!defaultValues && !clause.targetList?.length) {
-    refuse(
+    refuseWithoutColumnList(
       t,
-      'MERGE ... INSERT without a column list is not supported on a fenced table',
-      `pgfence adds column ${t.table.column} to inserts into ${t.relation} and needs the column list`,
-      'name the columns: WHEN NOT MATCHED THEN INSERT (col, ...) VALUES ...',
+      'MERGE ... INSERT',
+      'WHEN NOT MATCHED THEN INSERT (col, ...) VALUES ...',
     )
   }
   refuseFenceColumnWrite(t, clause.targetList)
-  clause.targetList = [...(clause.targetList ?? []), { ResTarget: { name: t.table.column } }]
-  clause.values = [...(clause.values ?? []), expr(`coalesce(${t.token}, 0)`)]
+  clause.targetList = withFenceColumn(t, clause.targetList)
+  clause.values = [...(clause.values ?? []), insertedToken(t)]
 }
 
 function refuseTruncate(node: Node, ctx: FenceContext): boolean {
