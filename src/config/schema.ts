@@ -95,6 +95,11 @@ export const configSchema = z.strictObject({
   limits: limits.default(limits.parse({})),
   log: log.default(log.parse({})),
   fencing: fencing.default(fencing.parse({})),
+  /**
+   * native: plain-TCP sessions are relayed by the compiled relay once authenticated (when it was
+   * built at install); node: every byte goes through JavaScript.
+   */
+  relay: z.enum(['native', 'node']).default('native'),
 })
 
 export type Config = z.infer<typeof configSchema>

@@ -12,6 +12,7 @@ import { forwardCancel } from '../server/cancel-forwarder.js'
 import { PgError } from '../wire/error-response.js'
 import { ProxySession } from './session.js'
 import { createFencingRewriter } from './fencing.js'
+import { nativeRelayModule } from './native-relay.js'
 
 export interface ProxyOptions {
   logger?: Logger
@@ -24,6 +25,8 @@ export interface RunningProxy {
   port: number
   /** Client connections open now, sessions and those still starting. */
   connectionCount(): number
+  /** Sessions whose bytes flow through the native relay now. */
+  nativeSessionCount(): number
   /** Stops accepting, lets sessions finish up to limits.shutdownTimeoutMs, then closes them. */
   close(): Promise<void>
 }
@@ -59,6 +62,9 @@ export async function startProxy(
   const ownTls = clientTls(config)
   const rewriter =
     options.rewriter !== undefined ? options.rewriter : await createFencingRewriter(config)
+  const nativeRelay = config.relay === 'native' && nativeRelayModule !== null
+  if (config.relay === 'native' && !nativeRelay)
+    logger.warn('the native relay was not built (npm run build:native): relaying in JavaScript')
   const connections = new Set<net.Socket>()
   const sessions = new Set<ProxySession>()
   let nextId = 0
@@ -101,6 +107,7 @@ export async function startProxy(
         logger: sessionLog,
         onReady: () => clearTimeout(startupTimer),
         keepChannelBinding: sameCertificate(handshake.connection.socket, upstream, ownTls),
+        nativeRelay,
       }))
       sessions.add(session)
       session.closed.then(() => {
@@ -141,6 +148,7 @@ export async function startProxy(
     host: config.listen.host,
     port: address.port,
     connectionCount: () => connections.size,
+    nativeSessionCount: () => [...sessions].filter((session) => session.relayedNatively).length,
     close: () => drain(server, connections, sessions, config.limits.shutdownTimeoutMs, logger),
   }
 }

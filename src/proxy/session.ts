@@ -6,11 +6,21 @@ import { AuthPhaseFilter } from '../wire/auth-filter.js'
 import { BackendScanner } from '../wire/backend-scanner.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
-import { Frontend } from '../wire/protocol.js'
+import { Frontend, FRONTEND_TYPE_CHARS } from '../wire/protocol.js'
 import { interceptStatement, REWRITTEN_TYPES, TERMINATE_ONLY } from './statement-interceptor.js'
+import {
+  nativeRelayModule,
+  plainDescriptor,
+  stopReading,
+  type NativeRelay,
+} from './native-relay.js'
 
 /** An empty write: its callback runs once everything queued before it is flushed. */
 const FLUSH_MARK = Buffer.alloc(0)
+
+/** Needles the native relay can match byte for byte (ASCII case folding), else none. */
+const asciiOnly = (needles?: readonly string[]) =>
+  needles?.every((needle) => Buffer.byteLength(needle) === needle.length) ? needles : undefined
 
 /** The DETAIL of PF409 as `pgfence.stale` words it (src/schema/fence-helpers.ts). */
 const STALE_DETAIL = /^incoming token (\d+) is lower than the committed token (\d+)/
@@ -23,12 +33,16 @@ export interface SessionOptions {
   onReady: () => void
   /** Both legs use TLS with the same certificate, so SCRAM channel binding holds end to end. */
   keepChannelBinding: boolean
+  /** Relay a plain-TCP session in native code once it is past authentication. */
+  nativeRelay: boolean
 }
 
 /**
  * One client connection and its own upstream connection (session mode). Client→server bytes
  * are framed so that Query and Parse texts can be rewritten; server→client bytes are forwarded
- * untouched, with their boundaries followed.
+ * untouched, with their boundaries followed. Once authentication is over, a plain-TCP session
+ * is handed to the native relay, which does the same in C and calls back only for the messages
+ * the session inspects; on any close or error the session takes both sockets back.
  */
 export class ProxySession {
   readonly closed: Promise<void>
@@ -46,6 +60,9 @@ export class ProxySession {
   private readonly framer: MessageFramer
   private readonly scanner: BackendScanner
   private readonly authFilter: AuthPhaseFilter
+  private native: NativeRelay | null = null
+  /** Set when authentication ends, if the session may move to the native relay. */
+  private handOverPending = false
 
   constructor(
     private readonly connection: ClientConnection,
@@ -57,7 +74,7 @@ export class ProxySession {
     this.framer = new MessageFramer(
       {
         forward: (bytes) => void this.outgoing.push(bytes),
-        intercept: (message) => this.intercept(message),
+        intercept: (message) => void this.outgoing.push(this.intercept(message)),
         fail: (error) => this.abort(error),
       },
       options.maxMessageBytes,
@@ -87,9 +104,14 @@ export class ProxySession {
 
   /** Closes both sides now (shutdown timeout, startup timeout). */
   terminate(error?: PgError): void {
-    if (error && this.scanner.atBoundary() && this.client.writable)
-      this.client.write(error.encode())
+    const atBoundary = this.native ? this.stopNative() : this.scanner.atBoundary()
+    if (error && atBoundary && this.client.writable) this.client.write(error.encode())
     this.finish()
+  }
+
+  /** True once the session's bytes flow through the native relay. */
+  get relayedNatively(): boolean {
+    return this.native !== null
   }
 
   /**
@@ -133,9 +155,15 @@ export class ProxySession {
   fromServer(chunk: Buffer): boolean {
     if (this.ended) return false
     const session = this.ready ? chunk : this.passAuthPhase(chunk)
-    if (session === null || session.length === 0) return true
-    this.scanner.scan(session)
-    this.client.write(session)
+    if (session === null) return true
+    if (session.length > 0) {
+      this.scanner.scan(session)
+      this.client.write(session)
+    }
+    if (this.handOverPending) {
+      this.handOverPending = false
+      if (this.handOver()) return false
+    }
     if (this.client.writableLength === 0) return true
     this.upstreamPaused = true
     this.client.write(FLUSH_MARK, this.clientFlushed)
@@ -154,16 +182,57 @@ export class ProxySession {
     if (forward.length > 0) this.client.write(Buffer.concat(forward))
     if (rest === null) return null
     this.ready = true
+    this.handOverPending = this.options.nativeRelay
     this.options.onReady()
     return rest
   }
 
-  private intercept(message: Buffer): void {
-    if (message[0] === Frontend.Terminate) {
-      this.terminating = true
-      return void this.outgoing.push(message)
-    }
-    this.outgoing.push(this.rewrite(message))
+  /**
+   * Moves the session to the native relay, when both sockets are plain TCP and both byte streams
+   * stand at a message boundary with nothing buffered. Returns whether it did.
+   */
+  private handOver(): boolean {
+    if (!nativeRelayModule || !this.framer.atBoundary() || !this.scanner.atBoundary()) return false
+    const clientFd = plainDescriptor(this.client)
+    const serverFd = plainDescriptor(this.upstream)
+    if (clientFd === null || serverFd === null) return false
+    stopReading(this.client)
+    stopReading(this.upstream)
+    this.native = nativeRelayModule.relay(clientFd, serverFd, {
+      maxMessageBytes: this.options.maxMessageBytes,
+      frontendTypes: FRONTEND_TYPE_CHARS,
+      interceptTypes: this.options.rewriter ? 'QPX' : 'X',
+      statementNeedles: asciiOnly(this.options.rewriter?.prefilterNeedles),
+      onMessage: (message) => {
+        const replacement = this.intercept(message)
+        return replacement === message ? undefined : replacement
+      },
+      onServerError: (message) => this.onServerError(message),
+      onClose: (kind, detail) => {
+        if (kind === 'server') return this.upstreamClosed()
+        if (kind === 'invalid') return this.abort(new PgError('08P01', detail ?? 'invalid message'))
+        this.options.logger.debug({ detail }, 'client connection closed')
+        this.finish()
+      },
+    })
+    this.options.logger.debug('session relayed natively')
+    return true
+  }
+
+  /** Takes both sockets back from the native relay, with the bytes it had not written yet. */
+  private stopNative(): boolean {
+    const { toClient, toServer, serverAtBoundary } = this.native!.stop()
+    this.native = null
+    if (toClient.length > 0) this.client.write(toClient)
+    if (toServer.length > 0) this.upstream.write(toServer)
+    return serverAtBoundary
+  }
+
+  /** The bytes to send upstream for one whole intercepted message. */
+  private intercept(message: Buffer): Buffer {
+    if (message[0] !== Frontend.Terminate) return this.rewrite(message)
+    this.terminating = true
+    return message
   }
 
   private rewrite(message: Buffer): Buffer {
@@ -217,6 +286,7 @@ export class ProxySession {
   private finish(): void {
     if (this.ended) return
     this.ended = true
+    if (this.native) this.stopNative()
     this.client.end()
     this.upstream.destroy()
     this.client.destroySoon()

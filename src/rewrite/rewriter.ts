@@ -37,6 +37,7 @@ export class FencingRewriter implements StatementRewriter {
   private readonly resources: ResourceTable[]
   private readonly commentKeys: CommentKeys
   private readonly mayTouchFencedTable: (sql: string) => boolean
+  readonly prefilterNeedles: readonly string[]
   private readonly cache: Lru<CacheEntry>
 
   constructor(
@@ -46,7 +47,9 @@ export class FencingRewriter implements StatementRewriter {
     this.tables = fencedTables(fencing)
     this.resources = resourceTables(fencing)
     this.commentKeys = { token: fencing.commentKey, resource: fencing.resourceCommentKey }
-    this.mayTouchFencedTable = createPrefilter([...this.tables, ...this.resources])
+    const prefilter = createPrefilter([...this.tables, ...this.resources])
+    this.mayTouchFencedTable = prefilter.test
+    this.prefilterNeedles = prefilter.needles
     this.cache = new Lru(cacheSize)
   }
 

@@ -7,4 +7,9 @@ export interface StatementRewriter {
   rewriteQuery(sql: string): string | null
   /** Extended-protocol Parse text; null means forward the original bytes unchanged. */
   rewriteParse(sql: string): string | null
+  /**
+   * Lower-case texts of which a statement must contain one (in any letter case) for a rewrite
+   * to change it; absent: any statement may change.
+   */
+  readonly prefilterNeedles?: readonly string[]
 }

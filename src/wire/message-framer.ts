@@ -34,6 +34,11 @@ export class MessageFramer {
     private readonly interceptTypes: Uint8Array,
   ) {}
 
+  /** True when the bytes seen so far end exactly at a message boundary. */
+  atBoundary(): boolean {
+    return this.passRemaining === 0 && this.stashLength === 0 && this.held === null
+  }
+
   push(chunk: Buffer): void {
     if (this.failed) return
     let pos = this.stashLength > 0 ? this.completeStashedHeader(chunk) : 0

@@ -38,9 +38,12 @@ export const enum Backend {
 
 export const AUTH_SASL = 10
 
+/** Every message type a client may send after startup. */
+export const FRONTEND_TYPE_CHARS = 'BCdcfDEHFPpQSX'
+
 /** A 256-entry table: is this byte a message type a client may send? */
 export const FRONTEND_TYPES: Uint8Array = (() => {
   const table = new Uint8Array(256)
-  for (const type of 'BCdcfDEHFPpQSX') table[type.charCodeAt(0)] = 1
+  for (const type of FRONTEND_TYPE_CHARS) table[type.charCodeAt(0)] = 1
   return table
 })()

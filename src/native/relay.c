@@ -1,0 +1,702 @@
+/*
+ * The session data path in C: once a session is past authentication, both sockets of a plain
+ * TCP session are relayed here, on Node's own event loop, the way PgBouncer relays them: one
+ * read, one write per burst, no JavaScript call for a message the proxy does not inspect.
+ *
+ * Client→server bytes are framed (type and length checked) and the message types the session
+ * asks for (Query, Parse, Terminate) are handed to JavaScript whole, which returns the bytes to
+ * send in their place. Server→client bytes pass untouched; their boundaries are followed so that
+ * ErrorResponses can be reported and the proxy knows where it may insert an error of its own.
+ */
+#define NAPI_VERSION 8
+#include <errno.h>
+#include <node_api.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <uv.h>
+
+#define HEADER_BYTES 5
+#define READ_BYTES (64 * 1024)
+#define MAX_SEGMENTS 64
+/* ErrorResponses larger than this are forwarded but not reported. */
+#define MAX_REPORTED_ERROR (64 * 1024)
+#define ERROR_RESPONSE 'E'
+
+enum callback { ON_MESSAGE, ON_SERVER_ERROR, ON_CLOSE, CALLBACKS };
+
+/* One read buffer per thread: every relay of the loop reads into it and is done with it before
+ * the next read. */
+static _Thread_local uint8_t read_buffer[READ_BYTES];
+
+typedef struct {
+  uint8_t *data;
+  size_t len, cap;
+} bytes_t;
+
+/* Where one direction's byte stream stands in its message sequence. */
+typedef struct {
+  uint8_t header[HEADER_BYTES];
+  size_t header_len;
+  size_t remaining;   /* bytes of the current message still to come, passed through */
+  bytes_t held;       /* a message gathered whole, when its type is collected */
+  size_t held_total;
+  int holding;
+  int skipping;       /* gathering was refused (too large): the rest just passes */
+} framer_t;
+
+typedef struct relay relay_t;
+
+typedef struct {
+  relay_t *relay;
+  int fd;
+  uv_poll_t poll;
+  int events; /* what the poll handle watches now */
+  bytes_t out; /* bytes for this socket that it has not taken yet */
+} side_t;
+
+/* The bytes of one burst for one socket: views of the read buffer and owned copies. */
+typedef struct {
+  struct iovec iov[MAX_SEGMENTS];
+  uint8_t *owned[MAX_SEGMENTS];
+  int count, owned_count;
+} batch_t;
+
+struct relay {
+  napi_env env;
+  napi_ref callbacks[CALLBACKS];
+  napi_async_context async;
+  side_t client, server;
+  framer_t from_client, from_server;
+  uint8_t intercept[256];
+  uint8_t valid[256];
+  char **needles; /* Query/Parse go to JavaScript only when they contain one; NULL: always */
+  size_t needle_count;
+  size_t max_message;
+  int stopped;
+  int open_handles;
+  int wrapper_alive;
+};
+
+static int bytes_append(bytes_t *b, const uint8_t *p, size_t n) {
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + n) cap *= 2;
+    uint8_t *data = realloc(b->data, cap);
+    if (!data) return -1;
+    b->data = data;
+    b->cap = cap;
+  }
+  memcpy(b->data + b->len, p, n);
+  b->len += n;
+  return 0;
+}
+
+static void bytes_free(bytes_t *b) {
+  free(b->data);
+  b->data = NULL;
+  b->len = b->cap = 0;
+}
+
+static uint32_t read_u32(const uint8_t *p) {
+  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static int at_boundary(const framer_t *f) {
+  return f->header_len == 0 && f->remaining == 0 && !f->holding;
+}
+
+static uint8_t lower(uint8_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+
+/* Does the text contain one of the (lower-case ASCII) needles, in any letter case? */
+static int contains_needle(const relay_t *r, const uint8_t *text, size_t n) {
+  for (size_t i = 0; i < r->needle_count; i++) {
+    const char *needle = r->needles[i];
+    size_t len = strlen(needle);
+    for (size_t at = 0; len <= n && at <= n - len; at++) {
+      size_t k = 0;
+      while (k < len && lower(text[at + k]) == (uint8_t)needle[k]) k++;
+      if (k == len) return 1;
+    }
+  }
+  return 0;
+}
+
+/* Query and Parse need the rewriter only when they can name a fenced table. */
+static int wants_message(const relay_t *r, const uint8_t *message, size_t n) {
+  if (r->needles == NULL || (message[0] != 'Q' && message[0] != 'P')) return 1;
+  return contains_needle(r, message + HEADER_BYTES, n - HEADER_BYTES);
+}
+
+/* ---- calls into JavaScript ---- */
+
+/* Calls callback `which`; returns its result in *result (may be NULL). Returns 0, or -1 when it
+ * threw: the exception is cleared (the session is then closed). */
+static int call_js(relay_t *r, enum callback which, size_t argc, napi_value *argv,
+                   napi_value *result) {
+  napi_value fn, recv, ignored;
+  napi_get_reference_value(r->env, r->callbacks[which], &fn);
+  napi_get_global(r->env, &recv); /* napi_make_callback needs an object as receiver */
+  napi_status status =
+      napi_make_callback(r->env, r->async, recv, fn, argc, argv, result ? result : &ignored);
+  if (status == napi_ok) return 0;
+  bool pending = false;
+  napi_is_exception_pending(r->env, &pending);
+  if (pending) {
+    napi_value error;
+    napi_get_and_clear_last_exception(r->env, &error);
+  }
+  return -1;
+}
+
+static napi_value buffer_copy(napi_env env, const uint8_t *p, size_t n) {
+  napi_value value;
+  void *ignored;
+  napi_create_buffer_copy(env, n, p, &ignored, &value);
+  return value;
+}
+
+static napi_value string_value(napi_env env, const char *text) {
+  napi_value value;
+  napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &value);
+  return value;
+}
+
+static void relay_stop(relay_t *r);
+
+/* One side closed, failed or broke the protocol: JavaScript takes the session over (it calls
+ * stop() and closes both sockets); if it did not, the relay stops anyway. */
+static void report_close(relay_t *r, const char *kind, const char *detail) {
+  if (r->stopped) return;
+  napi_handle_scope scope;
+  napi_open_handle_scope(r->env, &scope);
+  napi_value argv[2] = {string_value(r->env, kind),
+                        detail ? string_value(r->env, detail) : NULL};
+  if (!detail) napi_get_undefined(r->env, &argv[1]);
+  call_js(r, ON_CLOSE, 2, argv, NULL);
+  napi_close_handle_scope(r->env, scope);
+  relay_stop(r);
+}
+
+/* ---- writing ---- */
+
+static void update_polls(relay_t *r);
+
+static void batch_release(batch_t *b) {
+  for (int i = 0; i < b->owned_count; i++) free(b->owned[i]);
+  b->count = b->owned_count = 0;
+}
+
+/* Writes what the socket takes now; queues the rest. Returns -1 when the socket failed. */
+static int batch_flush(side_t *s, batch_t *b) {
+  int first = 0;
+  size_t offset = 0;
+  if (s->out.len == 0 && b->count > 0) {
+    ssize_t n;
+    do n = b->count == 1 ? write(s->fd, b->iov[0].iov_base, b->iov[0].iov_len)
+                         : writev(s->fd, b->iov, b->count);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      batch_release(b);
+      return -1;
+    }
+    size_t written = n < 0 ? 0 : (size_t)n;
+    while (first < b->count && written >= b->iov[first].iov_len) written -= b->iov[first++].iov_len;
+    offset = written;
+  }
+  for (int i = first; i < b->count; i++) {
+    const uint8_t *base = (const uint8_t *)b->iov[i].iov_base + (i == first ? offset : 0);
+    size_t len = b->iov[i].iov_len - (i == first ? offset : 0);
+    if (bytes_append(&s->out, base, len) < 0) {
+      batch_release(b);
+      return -1;
+    }
+  }
+  batch_release(b);
+  return 0;
+}
+
+static int batch_add(side_t *s, batch_t *b, const uint8_t *p, size_t n, uint8_t *owned) {
+  if (n == 0) {
+    free(owned);
+    return 0;
+  }
+  if (b->count == MAX_SEGMENTS && batch_flush(s, b) < 0) {
+    free(owned);
+    return -1;
+  }
+  b->iov[b->count].iov_base = (void *)p;
+  b->iov[b->count++].iov_len = n;
+  if (owned) b->owned[b->owned_count++] = owned;
+  return 0;
+}
+
+static int batch_add_copy(side_t *s, batch_t *b, const uint8_t *p, size_t n) {
+  uint8_t *copy = malloc(n ? n : 1);
+  if (!copy) return -1;
+  memcpy(copy, p, n);
+  return batch_add(s, b, copy, n, copy);
+}
+
+/* Writes queued bytes once the socket can take them. Returns -1 when it failed. */
+static int flush_out(side_t *s) {
+  size_t done = 0;
+  while (done < s->out.len) {
+    ssize_t n = write(s->fd, s->out.data + done, s->out.len - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return -1;
+    }
+    done += (size_t)n;
+  }
+  memmove(s->out.data, s->out.data + done, s->out.len - done);
+  s->out.len -= done;
+  return 0;
+}
+
+/* ---- client → server ---- */
+
+/* A whole intercepted message: JavaScript returns the bytes to send instead (a Buffer), or
+ * undefined to send it as it is. `owned` is the message's heap copy, if it has one. */
+static int deliver(relay_t *r, batch_t *b, const uint8_t *message, size_t n, uint8_t *owned) {
+  if (!wants_message(r, message, n)) return batch_add(&r->server, b, message, n, owned);
+  napi_handle_scope scope;
+  napi_open_handle_scope(r->env, &scope);
+  napi_value argv[1] = {buffer_copy(r->env, message, n)};
+  napi_value result;
+  int failed = call_js(r, ON_MESSAGE, 1, argv, &result);
+  bool is_buffer = false;
+  if (!failed) napi_is_buffer(r->env, result, &is_buffer);
+  int status = 0;
+  if (failed || r->stopped) {
+    free(owned);
+    status = -1;
+    if (failed) report_close(r, "client", "statement interception failed");
+  } else if (is_buffer) {
+    void *data;
+    size_t len;
+    napi_get_buffer_info(r->env, result, &data, &len);
+    free(owned);
+    status = batch_add_copy(&r->server, b, data, len);
+  } else {
+    status = batch_add(&r->server, b, message, n, owned);
+  }
+  napi_close_handle_scope(r->env, scope);
+  return status;
+}
+
+/* Checks a client header; returns the whole message size, or 0 after closing the session. */
+static size_t check_client_header(relay_t *r, const uint8_t *h) {
+  char detail[64];
+  uint32_t length = read_u32(h + 1);
+  if (!r->valid[h[0]]) {
+    snprintf(detail, sizeof detail, "invalid frontend message type %u", h[0]);
+  } else if (length < 4 || length > r->max_message - 1) {
+    snprintf(detail, sizeof detail, "invalid message length %u", length);
+  } else {
+    return (size_t)length + 1;
+  }
+  report_close(r, "invalid", detail);
+  return 0;
+}
+
+static void start_held(framer_t *f, size_t total) {
+  f->holding = 1;
+  f->held_total = total;
+  f->held.len = 0;
+}
+
+/* Adds bytes to the held message; returns how many it took. */
+static size_t fill_held(framer_t *f, const uint8_t *p, size_t n) {
+  size_t take = f->held_total - f->held.len;
+  if (take > n) take = n;
+  if (bytes_append(&f->held, p, take) < 0) return (size_t)-1;
+  return take;
+}
+
+/* The held message is complete: hand its buffer over (the batch frees it once written). */
+static int deliver_held(relay_t *r, batch_t *b) {
+  framer_t *f = &r->from_client;
+  uint8_t *data = f->held.data;
+  size_t len = f->held.len;
+  f->held.data = NULL;
+  f->held.len = f->held.cap = 0;
+  f->holding = 0;
+  return deliver(r, b, data, len, data);
+}
+
+static int forward_run(relay_t *r, batch_t *b, const uint8_t *chunk, size_t start, size_t end) {
+  return end > start ? batch_add(&r->server, b, chunk + start, end - start, NULL) : 0;
+}
+
+/* A header that arrived split: completes it from the chunk. Returns the chunk bytes consumed,
+ * or (size_t)-1 when the session closed. */
+static size_t finish_split_header(relay_t *r, batch_t *b, const uint8_t *chunk, size_t n) {
+  framer_t *f = &r->from_client;
+  size_t need = HEADER_BYTES - f->header_len;
+  size_t take = need < n ? need : n;
+  memcpy(f->header + f->header_len, chunk, take);
+  f->header_len += take;
+  if (f->header_len < HEADER_BYTES) return take;
+  f->header_len = 0;
+  size_t total = check_client_header(r, f->header);
+  if (total == 0) return (size_t)-1;
+  if (r->intercept[f->header[0]]) {
+    start_held(f, total);
+    if (bytes_append(&f->held, f->header, HEADER_BYTES) < 0) return (size_t)-1;
+    if (total == HEADER_BYTES && deliver_held(r, b) < 0) return (size_t)-1;
+  } else {
+    if (batch_add_copy(&r->server, b, f->header, HEADER_BYTES) < 0) return (size_t)-1;
+    f->remaining = total - HEADER_BYTES;
+  }
+  return take;
+}
+
+/* Frames one chunk of client bytes into the batch for the server. Returns -1 when stopped. */
+static int frame_client(relay_t *r, batch_t *b, const uint8_t *chunk, size_t end) {
+  framer_t *f = &r->from_client;
+  size_t pos = 0, run = 0;
+  while (pos < end) {
+    if (f->remaining > 0) {
+      size_t take = f->remaining < end - pos ? f->remaining : end - pos;
+      f->remaining -= take;
+      pos += take;
+    } else if (f->holding) {
+      size_t take = fill_held(f, chunk + pos, end - pos);
+      if (take == (size_t)-1) return -1;
+      pos += take;
+      run = pos;
+      if (f->held.len == f->held_total && deliver_held(r, b) < 0) return -1;
+    } else if (f->header_len > 0 || end - pos < HEADER_BYTES) {
+      if (forward_run(r, b, chunk, run, pos) < 0) return -1;
+      size_t take = finish_split_header(r, b, chunk + pos, end - pos);
+      if (take == (size_t)-1) return -1;
+      pos += take;
+      run = pos;
+    } else {
+      size_t total = check_client_header(r, chunk + pos);
+      if (total == 0) return -1;
+      if (r->intercept[chunk[pos]]) {
+        if (forward_run(r, b, chunk, run, pos) < 0) return -1;
+        if (end - pos >= total) {
+          if (deliver(r, b, chunk + pos, total, NULL) < 0) return -1;
+          pos += total;
+        } else {
+          start_held(f, total);
+          size_t take = fill_held(f, chunk + pos, end - pos);
+          if (take == (size_t)-1) return -1;
+          pos += take;
+        }
+        run = pos;
+      } else if (end - pos >= total) {
+        pos += total;
+      } else {
+        f->remaining = total - (end - pos);
+        pos = end;
+      }
+    }
+  }
+  return forward_run(r, b, chunk, run, pos);
+}
+
+/* ---- server → client ---- */
+
+static void report_server_error(relay_t *r, const uint8_t *message, size_t n) {
+  napi_handle_scope scope;
+  napi_open_handle_scope(r->env, &scope);
+  napi_value argv[1] = {buffer_copy(r->env, message, n)};
+  call_js(r, ON_SERVER_ERROR, 1, argv, NULL);
+  napi_close_handle_scope(r->env, scope);
+}
+
+/* Follows the server's message boundaries through one chunk, reporting ErrorResponses. */
+static void scan_server(relay_t *r, const uint8_t *chunk, size_t end) {
+  framer_t *f = &r->from_server;
+  size_t pos = 0;
+  while (pos < end && !r->stopped) {
+    if (f->remaining > 0) {
+      size_t take = f->remaining < end - pos ? f->remaining : end - pos;
+      if (f->holding && bytes_append(&f->held, chunk + pos, take) < 0) f->holding = 0;
+      f->remaining -= take;
+      pos += take;
+      if (f->remaining == 0 && f->holding) {
+        f->holding = 0;
+        report_server_error(r, f->held.data, f->held.len);
+        f->held.len = 0;
+      }
+      continue;
+    }
+    size_t take = HEADER_BYTES - f->header_len;
+    if (take > end - pos) take = end - pos;
+    memcpy(f->header + f->header_len, chunk + pos, take);
+    f->header_len += take;
+    pos += take;
+    if (f->header_len < HEADER_BYTES) break;
+    f->header_len = 0;
+    uint32_t length = read_u32(f->header + 1);
+    size_t body = length < 4 ? 0 : (size_t)length - 4;
+    if (f->header[0] == ERROR_RESPONSE && body + HEADER_BYTES <= MAX_REPORTED_ERROR) {
+      f->held.len = 0;
+      f->holding = bytes_append(&f->held, f->header, HEADER_BYTES) == 0;
+      if (body == 0 && f->holding) {
+        f->holding = 0;
+        report_server_error(r, f->held.data, f->held.len);
+      }
+    }
+    f->remaining = body;
+  }
+}
+
+/* ---- the event loop side ---- */
+
+static int relay_read(relay_t *r, side_t *from) {
+  ssize_t n;
+  do n = read(from->fd, read_buffer, READ_BYTES);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+  int is_client = from == &r->client;
+  if (n <= 0) {
+    report_close(r, is_client ? "client" : "server", n < 0 ? strerror(errno) : NULL);
+    return -1;
+  }
+  side_t *to = is_client ? &r->server : &r->client;
+  batch_t batch = {.count = 0, .owned_count = 0};
+  if (is_client) {
+    if (frame_client(r, &batch, read_buffer, (size_t)n) < 0) {
+      batch_release(&batch);
+      if (!r->stopped) report_close(r, "client", "out of memory");
+      return -1;
+    }
+  } else {
+    scan_server(r, read_buffer, (size_t)n);
+    if (r->stopped) return -1;
+    batch_add(to, &batch, read_buffer, (size_t)n, NULL);
+  }
+  if (batch_flush(to, &batch) < 0) {
+    report_close(r, is_client ? "server" : "client", "write failed");
+    return -1;
+  }
+  return 0;
+}
+
+static int poll_events(relay_t *r, side_t *s) {
+  side_t *peer = s == &r->client ? &r->server : &r->client;
+  /* Read from a side only while the bytes it sent last have all been taken by the peer. */
+  return (peer->out.len == 0 ? UV_READABLE : 0) | (s->out.len > 0 ? UV_WRITABLE : 0);
+}
+
+static void on_poll(uv_poll_t *handle, int status, int events);
+
+static void set_poll(relay_t *r, side_t *s) {
+  int events = poll_events(r, s);
+  if (events == s->events) return;
+  s->events = events;
+  if (events) uv_poll_start(&s->poll, events, on_poll);
+  else uv_poll_stop(&s->poll);
+}
+
+static void update_polls(relay_t *r) {
+  if (r->stopped) return;
+  set_poll(r, &r->client);
+  set_poll(r, &r->server);
+}
+
+static void on_poll(uv_poll_t *handle, int status, int events) {
+  side_t *s = handle->data;
+  relay_t *r = s->relay;
+  if (r->stopped) return;
+  int is_client = s == &r->client;
+  if (status < 0) return report_close(r, is_client ? "client" : "server", uv_strerror(status));
+  if ((events & UV_WRITABLE) && flush_out(s) < 0)
+    return report_close(r, is_client ? "client" : "server", strerror(errno));
+  if ((events & UV_READABLE) && (s->events & UV_READABLE) && relay_read(r, s) < 0) return;
+  update_polls(r);
+}
+
+/* ---- lifetime ---- */
+
+static void free_needles(relay_t *r) {
+  for (size_t i = 0; i < r->needle_count; i++) free(r->needles[i]);
+  free(r->needles);
+}
+
+static void relay_free_if_done(relay_t *r) {
+  if (r->open_handles > 0 || r->wrapper_alive) return;
+  free_needles(r);
+  bytes_free(&r->client.out);
+  bytes_free(&r->server.out);
+  bytes_free(&r->from_client.held);
+  bytes_free(&r->from_server.held);
+  free(r);
+}
+
+static void on_handle_closed(uv_handle_t *handle) {
+  side_t *s = handle->data;
+  relay_t *r = s->relay;
+  close(s->fd);
+  if (--r->open_handles > 0) return;
+  /* Both handles are gone: let go of the callbacks, so the session can be collected. */
+  for (int i = 0; i < CALLBACKS; i++) napi_delete_reference(r->env, r->callbacks[i]);
+  napi_async_destroy(r->env, r->async);
+  relay_free_if_done(r);
+}
+
+static void relay_stop(relay_t *r) {
+  if (r->stopped) return;
+  r->stopped = 1;
+  uv_close((uv_handle_t *)&r->client.poll, on_handle_closed);
+  uv_close((uv_handle_t *)&r->server.poll, on_handle_closed);
+}
+
+static void wrapper_finalize(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  relay_t *r = data;
+  r->wrapper_alive = 0;
+  relay_free_if_done(r);
+}
+
+/* ---- JavaScript API ---- */
+
+#define CHECK(call)                                                 \
+  do {                                                              \
+    if ((call) != napi_ok) {                                        \
+      napi_throw_error(env, NULL, "pgfence relay: " #call " failed"); \
+      return NULL;                                                  \
+    }                                                               \
+  } while (0)
+
+static napi_value get_named(napi_env env, napi_value object, const char *name) {
+  napi_value value;
+  napi_get_named_property(env, object, name, &value);
+  return value;
+}
+
+static void fill_types(napi_env env, napi_value text, uint8_t table[256]) {
+  char types[64] = {0};
+  size_t len = 0;
+  napi_get_value_string_latin1(env, text, types, sizeof types, &len);
+  for (size_t i = 0; i < len; i++) table[(uint8_t)types[i]] = 1;
+}
+
+/* stop(): { toClient, toServer, serverAtBoundary }: the bytes not yet written, and whether an
+ * error of the proxy's own may be sent to the client now. Idempotent. */
+static napi_value js_stop(napi_env env, napi_callback_info info) {
+  napi_value self, result, flag;
+  relay_t *r;
+  CHECK(napi_get_cb_info(env, info, NULL, NULL, &self, NULL));
+  CHECK(napi_unwrap(env, self, (void **)&r));
+  CHECK(napi_create_object(env, &result));
+  napi_set_named_property(env, result, "toClient",
+                          buffer_copy(env, r->client.out.data, r->client.out.len));
+  napi_set_named_property(env, result, "toServer",
+                          buffer_copy(env, r->server.out.data, r->server.out.len));
+  napi_get_boolean(env, at_boundary(&r->from_server), &flag);
+  napi_set_named_property(env, result, "serverAtBoundary", flag);
+  r->client.out.len = r->server.out.len = 0;
+  relay_stop(r);
+  return result;
+}
+
+static int init_side(relay_t *r, side_t *s, uv_loop_t *loop, int fd) {
+  s->relay = r;
+  s->fd = dup(fd);
+  if (s->fd < 0) return -1;
+  if (uv_poll_init(loop, &s->poll, s->fd) != 0) {
+    close(s->fd);
+    return -1;
+  }
+  s->poll.data = s;
+  r->open_handles++;
+  return 0;
+}
+
+static void on_failed_init_closed(uv_handle_t *handle) {
+  side_t *s = handle->data;
+  close(s->fd);
+  free_needles(s->relay);
+  free(s->relay);
+}
+
+/* statementNeedles: an array of strings, or undefined. Returns -1 when out of memory. */
+static int read_needles(napi_env env, napi_value value, relay_t *r) {
+  bool is_array = false;
+  napi_is_array(env, value, &is_array);
+  if (!is_array) return 0;
+  uint32_t count = 0;
+  napi_get_array_length(env, value, &count);
+  r->needles = calloc(count ? count : 1, sizeof *r->needles);
+  if (!r->needles) return -1;
+  for (uint32_t i = 0; i < count; i++) {
+    napi_value item;
+    size_t len = 0;
+    napi_get_element(env, value, i, &item);
+    napi_get_value_string_latin1(env, item, NULL, 0, &len);
+    r->needles[i] = malloc(len + 1);
+    if (!r->needles[i]) return -1;
+    r->needle_count++;
+    napi_get_value_string_latin1(env, item, r->needles[i], len + 1, &len);
+  }
+  return 0;
+}
+
+/* relay(clientFd, serverFd, { maxMessageBytes, frontendTypes, interceptTypes, onMessage,
+ * onServerError, onClose }) → { stop() }. The caller has stopped reading both sockets and has
+ * nothing queued on them; the relay reads and writes duplicates of their descriptors. */
+static napi_value js_relay(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3], wrapper, stop, name;
+  int32_t client_fd, server_fd;
+  double max_message;
+  uv_loop_t *loop;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  CHECK(napi_get_value_int32(env, argv[0], &client_fd));
+  CHECK(napi_get_value_int32(env, argv[1], &server_fd));
+  CHECK(napi_get_value_double(env, get_named(env, argv[2], "maxMessageBytes"), &max_message));
+  CHECK(napi_get_uv_event_loop(env, &loop));
+  CHECK(napi_create_object(env, &wrapper));
+  CHECK(napi_create_function(env, "stop", NAPI_AUTO_LENGTH, js_stop, NULL, &stop));
+  CHECK(napi_set_named_property(env, wrapper, "stop", stop));
+  relay_t *r = calloc(1, sizeof *r);
+  if (!r) {
+    napi_throw_error(env, NULL, "pgfence relay: out of memory");
+    return NULL;
+  }
+  r->env = env;
+  r->max_message = (size_t)max_message;
+  fill_types(env, get_named(env, argv[2], "frontendTypes"), r->valid);
+  fill_types(env, get_named(env, argv[2], "interceptTypes"), r->intercept);
+  if (read_needles(env, get_named(env, argv[2], "statementNeedles"), r) < 0 ||
+      init_side(r, &r->client, loop, client_fd) < 0) {
+    free_needles(r);
+    free(r);
+    napi_throw_error(env, NULL, "pgfence relay: cannot watch the client socket");
+    return NULL;
+  }
+  if (init_side(r, &r->server, loop, server_fd) < 0) {
+    /* The client's handle lives in r: both go once its close completes. */
+    uv_close((uv_handle_t *)&r->client.poll, on_failed_init_closed);
+    napi_throw_error(env, NULL, "pgfence relay: cannot watch the server socket");
+    return NULL;
+  }
+  static const char *names[CALLBACKS] = {"onMessage", "onServerError", "onClose"};
+  for (int i = 0; i < CALLBACKS; i++)
+    napi_create_reference(env, get_named(env, argv[2], names[i]), 1, &r->callbacks[i]);
+  napi_create_string_utf8(env, "pgfence.relay", NAPI_AUTO_LENGTH, &name);
+  napi_async_init(env, wrapper, name, &r->async);
+  napi_wrap(env, wrapper, r, wrapper_finalize, NULL, NULL);
+  r->wrapper_alive = 1;
+  update_polls(r);
+  return wrapper;
+}
+
+NAPI_MODULE_INIT() {
+  napi_value fn;
+  napi_create_function(env, "relay", NAPI_AUTO_LENGTH, js_relay, NULL, &fn);
+  napi_set_named_property(env, exports, "relay", fn);
+  return exports;
+}

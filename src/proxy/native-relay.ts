@@ -1,0 +1,77 @@
+import { createRequire } from 'node:module'
+import type net from 'node:net'
+
+/** What is left when a native relay stops: bytes not yet written, and where the server stands. */
+export interface RelayRemainder {
+  toClient: Buffer
+  toServer: Buffer
+  /** The server's bytes so far end at a message boundary: the proxy may add an error of its own. */
+  serverAtBoundary: boolean
+}
+
+export interface NativeRelay {
+  /** Stops relaying at once (idempotent); the sockets are the caller's again. */
+  stop(): RelayRemainder
+}
+
+export interface NativeRelayOptions {
+  maxMessageBytes: number
+  /** Every message type a client may send, as a string of type bytes. */
+  frontendTypes: string
+  /** Client message types handed to onMessage whole. */
+  interceptTypes: string
+  /**
+   * Query and Parse messages are handed over only when they contain one of these lower-case
+   * ASCII texts in any letter case (the rewriter's prefilter); absent: always.
+   */
+  statementNeedles?: readonly string[]
+  /** Returns the bytes to send upstream in the message's place, or undefined to send it as is. */
+  onMessage(message: Buffer): Buffer | undefined
+  onServerError(message: Buffer): void
+  /** A socket closed or failed ('client', 'server'), or the client broke the protocol ('invalid'). */
+  onClose(kind: 'client' | 'server' | 'invalid', detail?: string): void
+}
+
+interface NativeRelayModule {
+  relay(clientFd: number, serverFd: number, options: NativeRelayOptions): NativeRelay
+}
+
+/** The compiled relay (src/native/relay.c), or null when it was not built. */
+export const nativeRelayModule: NativeRelayModule | null = (() => {
+  try {
+    return createRequire(import.meta.url)('../../build/Release/pgfence_relay.node')
+  } catch {
+    return null
+  }
+})()
+
+interface SocketHandle {
+  fd?: number
+  reading?: boolean
+  readStart?: () => number
+  readStop?: () => number
+}
+
+/**
+ * Stops a socket's reads at the handle for good, whatever way it delivers its bytes: the stream
+ * machinery would otherwise start reading again on its own (to refill its buffer).
+ */
+export function stopReading(socket: net.Socket): void {
+  socket.pause()
+  const handle = (socket as unknown as { _handle?: SocketHandle })._handle
+  if (!handle?.readStop) return
+  handle.reading = false
+  handle.readStop()
+  handle.readStart = () => 0
+}
+
+/**
+ * The descriptor of a plain TCP socket that has nothing buffered either way, so that the relay
+ * can take its traffic over; null for TLS sockets and anything else.
+ */
+export function plainDescriptor(socket: net.Socket): number | null {
+  if ('encrypted' in socket) return null
+  const fd = (socket as unknown as { _handle?: SocketHandle })._handle?.fd
+  if (typeof fd !== 'number' || fd < 0) return null
+  return socket.writableLength === 0 && socket.readableLength === 0 ? fd : null
+}
