@@ -5,6 +5,7 @@ import { parseConfig } from '../../src/config/load.js'
 import { startProxy, type RunningProxy } from '../../src/proxy/proxy-server.js'
 import { installSql } from '../../src/schema/install.js'
 import type { TestDatabase } from '../support/database.js'
+import { relayUnderTest } from '../support/proxy.js'
 export { sqlstateOf } from '../support/sqlstate.js'
 
 /** The `invoices` table of the product story, fenced on `fencing_token`. */
@@ -50,6 +51,7 @@ export async function startFencedStack(db: TestDatabase): Promise<FencedStack> {
     listen: { host: '127.0.0.1', port: 0 },
     upstream: { host: db.host, port: db.port, tls: 'disable' },
     fencing: fencingSection,
+    relay: relayUnderTest(),
   })
   await admin.query(
     'CREATE TABLE invoices (id int PRIMARY KEY, status text NOT NULL, amount int NOT NULL DEFAULT 0)',

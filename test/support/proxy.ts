@@ -6,6 +6,10 @@ import { createLogger } from '../../src/log.js'
 import { createFencingRewriter } from '../../src/proxy/fencing.js'
 import { startProxy } from '../../src/proxy/proxy-server.js'
 
+/** The relay the suites run with: PGFENCE_TEST_RELAY, else the default (native). */
+export const relayUnderTest = (): 'native' | 'node' | undefined =>
+  process.env.PGFENCE_TEST_RELAY === 'node' ? 'node' : undefined
+
 /** Config as written in a file: every section and field optional. */
 export type ConfigOverrides = z.input<typeof configSchema>
 type LogLevel = NonNullable<NonNullable<ConfigOverrides['log']>['level']>
@@ -15,12 +19,15 @@ export interface TestProxy {
   port: number
   /** URL through the proxy; user, password and database default to those of the upstream URL. */
   url(user?: string, database?: string, password?: string): string
+  /** Sessions relayed natively now. */
+  nativeSessionCount(): number
   close(): Promise<void>
 }
 
 /**
  * Starts the proxy in this process on a free loopback port in front of `upstreamUrl`
- * (the test PostgreSQL by default). Logs are silent unless PGFENCE_TEST_LOG_LEVEL is set.
+ * (the test PostgreSQL by default). Logs are silent unless PGFENCE_TEST_LOG_LEVEL is set;
+ * PGFENCE_TEST_RELAY picks the relay (native by default).
  */
 export async function startTestProxy(
   overrides: ConfigOverrides = {},
@@ -38,6 +45,8 @@ export async function startTestProxy(
     // Short, so that a test which leaves a session open does not hold up its file for long.
     limits: { shutdownTimeoutMs: 2000, ...overrides.limits },
     log: { level: (process.env.PGFENCE_TEST_LOG_LEVEL ?? 'silent') as LogLevel, ...overrides.log },
+    // The suites run once with the native relay and once (some of them) without it.
+    relay: overrides.relay ?? relayUnderTest(),
   })
   // Wired as `pgfence start` wires it: fencing applies only when the overrides name tables.
   const server = await startProxy(config, {
@@ -58,6 +67,7 @@ export async function startTestProxy(
       if (database !== undefined) url.pathname = `/${database}`
       return url.toString()
     },
+    nativeSessionCount: () => server.nativeSessionCount(),
     close: () => server.close(),
   }
 }
