@@ -5,7 +5,10 @@
 # nothing. Table 2 (fenced writes, BENCH_FENCED=1): an UPDATE of pgbench_accounts with the token
 # given by SET or by a comment, through a pgfence fencing pgbench_accounts vs one fencing nothing.
 # Measurements are interleaved (each round visits every mode and target) and each cell is the
-# median over the rounds.
+# median over the rounds. Each measurement first runs BENCH_WARMUP seconds unmeasured: every new
+# client connection through a session-mode proxy (or directly) gets a new PostgreSQL backend,
+# which takes seconds to reach full speed, while PgBouncer hands out backends it has kept warm
+# since the previous round. Only the steady state after the warm-up is compared.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -14,6 +17,7 @@ BENCH_DIR=bench
 source "$BENCH_DIR/lib.sh"
 
 BENCH_SECONDS=${BENCH_SECONDS:-10}
+BENCH_WARMUP=${BENCH_WARMUP:-5}
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
 BENCH_FENCED=${BENCH_FENCED:-1}
 BENCH_CLIENTS=${BENCH_CLIENTS:-8}
@@ -37,6 +41,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # Runs one pgbench measurement; appends "table, row, target, tps" (tps FAIL on error) to RESULTS.
+# The TPS is the mean of pgbench's per-second progress reports after the warm-up.
 measure() {
   local table=$1 row=$2 target=$3 port=$4
   shift 4
@@ -44,8 +49,10 @@ measure() {
   if [[ -z $port ]]; then
     log "    $row via $target: not running"
   elif output=$(pgbench -n -h 127.0.0.1 -p "$port" -U "$BENCH_USER" -c "$BENCH_CLIENTS" \
-    -j "$BENCH_JOBS" -T "$BENCH_SECONDS" "$@" "$BENCH_DB" 2>&1); then
-    tps=$(awk '/^tps = / { printf "%.1f", $3; exit }' <<<"$output")
+    -j "$BENCH_JOBS" -T "$((BENCH_WARMUP + BENCH_SECONDS))" -P 1 "$@" "$BENCH_DB" 2>&1); then
+    tps=$(awk -v warmup="$BENCH_WARMUP" '
+      /^progress: / { if (++seconds > warmup) { sum += $4; n++ } }
+      END { if (n > 0) printf "%.1f", sum / n }' <<<"$output")
     log "    $row via $target: $tps tps"
   else
     log "    $row via $target: pgbench failed: $(tail -n 2 <<<"$output" | tr '\n' ' ')"
@@ -68,7 +75,7 @@ prepare_database() {
 run_passthrough() {
   local round mode
   for round in $(seq 1 "$BENCH_ROUNDS"); do
-    log "==> passthrough round $round/$BENCH_ROUNDS (${BENCH_SECONDS}s each)"
+    log "==> passthrough round $round/$BENCH_ROUNDS (${BENCH_WARMUP}s warm-up + ${BENCH_SECONDS}s each)"
     for mode in simple extended prepared; do
       measure passthrough "$mode" direct "$PG_PORT" -S -M "$mode"
       measure passthrough "$mode" pgbouncer "$PGBOUNCER_PORT" -S -M "$mode"
@@ -80,7 +87,7 @@ run_passthrough() {
 run_fenced_writes() {
   local round token mode
   for round in $(seq 1 "$BENCH_ROUNDS"); do
-    log "==> fenced writes round $round/$BENCH_ROUNDS (${BENCH_SECONDS}s each)"
+    log "==> fenced writes round $round/$BENCH_ROUNDS (${BENCH_WARMUP}s warm-up + ${BENCH_SECONDS}s each)"
     for token in set comment; do
       for mode in simple prepared; do
         local script=(-s "$BENCH_SCALE" -M "$mode" -f "$BENCH_DIR/fenced-write-$token.sql")
@@ -127,11 +134,12 @@ main() {
   run_passthrough
   if [[ $BENCH_FENCED == 1 ]]; then run_fenced_writes; fi
 
-  printf '\npgbench -S, %s clients, %s x %ss, median TPS\n' "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS"
+  printf '\npgbench -S, %s clients, %s x %ss after %ss warm-up, median TPS\n' \
+    "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"
   summarize passthrough 'direct pgbouncer pgfence' 'pgfence/pgbouncer pgfence/direct'
   if [[ $BENCH_FENCED == 1 ]]; then
-    printf '\nUPDATE pgbench_accounts (token by SET or comment), %s clients, %s x %ss, median TPS\n' \
-      "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS"
+    printf '\nUPDATE pgbench_accounts (token by SET or comment), %s clients, %s x %ss after %ss warm-up, median TPS\n' \
+      "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"
     summarize fenced 'unfenced fenced' 'fenced/unfenced'
   fi
 }
