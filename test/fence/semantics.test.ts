@@ -131,6 +131,31 @@ describe('errors', () => {
     expect(await row99()).toEqual({ status: 'PENDING', fencing_token: '100' })
   })
 
+  // A comment token is a constant: the usual case is plain SQL, the rest goes to the helpers.
+  test.each([
+    ['an equal token', '100', 'commits', '100'],
+    ['a higher token', '101', 'commits', '101'],
+    ['a lower token', '99', 'PF409', '100'],
+    ['the highest 18-digit token', '999999999999999999', 'commits', '999999999999999999'],
+    ['the highest token (19 digits)', '9223372036854775807', 'commits', '9223372036854775807'],
+    ['a token above 2^63-1', '9223372036854775808', 'PF400', '100'],
+    ['a negative token', '-5', 'PF400', '100'],
+  ])('a comment token: %s (%s) %s', async (_, token, outcome, committed) => {
+    for (const sql of [
+      `UPDATE invoices SET status = 'C' WHERE id = 99 /*fencing_token='${token}'*/`,
+      `DELETE FROM invoices WHERE id = 99 -- fencing_token=${token}`,
+    ]) {
+      await admin.query(seedInvoice99)
+      const result = await sqlstateOf(app.query(sql))
+      expect(result).toBe(outcome === 'commits' ? 'ok' : outcome)
+      const row = await row99()
+      if (outcome !== 'commits') expect(row).toEqual({ status: 'PENDING', fencing_token: '100' })
+      else if (sql.startsWith('UPDATE'))
+        expect(row).toEqual({ status: 'C', fencing_token: committed })
+      else expect(row).toBeUndefined()
+    }
+  })
+
   test('a bad comment token is PF400', async () => {
     expect(
       await sqlstateOf(
