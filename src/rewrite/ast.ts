@@ -46,24 +46,5 @@ export function fenceCall(
   names: string,
 ): string {
   const setting = quoteLiteral(source.setting)
-  const call = `pgfence.${helper}(${column}, ${source.commentToken}, ${setting}, ${required}, ${names}, ${source.rejectUnissued})`
-  if (source.commentToken === 'NULL' || source.rejectUnissued) return call
-  return literalTokenFence(helper, column, source.commentToken, call)
-}
-
-/**
- * A comment token is a constant of the statement, so the usual case (a valid token not below
- * the row's) is plain SQL that the planner folds, with no function call per row; anything else
- * goes to the helper, which raises PF400 or PF409. CASE keeps the order: the token is cast only
- * after it proved to be digits, and the planner does not fold arms it has dropped.
- */
-function literalTokenFence(
-  helper: 'advance_token' | 'admits',
-  column: string,
-  token: string,
-  call: string,
-): string {
-  const value = `${token}::text::bigint`
-  const admitted = helper === 'advance_token' ? value : 'true'
-  return `CASE WHEN NOT (${token}::text ~ '^[0-9]{1,18}$') THEN ${call} WHEN ${column} IS NULL OR ${column} <= ${value} THEN ${admitted} ELSE ${call} END`
+  return `pgfence.${helper}(${column}, ${source.commentToken}, ${setting}, ${required}, ${names}, ${source.rejectUnissued})`
 }

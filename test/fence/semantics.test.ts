@@ -131,7 +131,7 @@ describe('errors', () => {
     expect(await row99()).toEqual({ status: 'PENDING', fencing_token: '100' })
   })
 
-  // A comment token is a constant: the usual case is plain SQL, the rest goes to the helpers.
+  // Every outcome of a comment token, for UPDATE and DELETE alike.
   test.each([
     ['an equal token', '100', 'commits', '100'],
     ['a higher token', '101', 'commits', '101'],
