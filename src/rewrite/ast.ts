@@ -21,6 +21,8 @@ export interface TokenSource {
   setting: string
   /** SQL text of the statement's comment token: NULL, a string literal or a `$n` placeholder. */
   commentToken: string
+  /** The comment token is a valid one (digits, at most 2^63-1). */
+  commentTokenValid: boolean
   /** Refuse tokens above the highest one the token sequence has issued. */
   rejectUnissued: boolean
 }
@@ -45,6 +47,27 @@ export function fenceCall(
   required: boolean,
   names: string,
 ): string {
+  if (source.commentTokenValid && !source.rejectUnissued) {
+    return constantTokenFence(helper, column, source.commentToken, names)
+  }
   const setting = quoteLiteral(source.setting)
   return `pgfence.${helper}(${column}, ${source.commentToken}, ${setting}, ${required}, ${names}, ${source.rejectUnissued})`
+}
+
+/**
+ * A valid comment token is a constant of the statement: the compare is plain SQL, and only a
+ * row holding a higher token calls `stale`, which raises PF409. A NULL fence admits any token.
+ * In the simple protocol every statement is planned anew, and this costs PostgreSQL less than
+ * a PL/pgSQL call per row.
+ */
+function constantTokenFence(
+  helper: 'advance_token' | 'admits',
+  column: string,
+  token: string,
+  names: string,
+): string {
+  const stale = `pgfence.stale(${column}, ${token}, ${names})`
+  return helper === 'advance_token'
+    ? `CASE WHEN ${column} > ${token} THEN ${stale} ELSE ${token} END`
+    : `CASE WHEN ${column} > ${token} THEN ${stale} IS NOT NULL ELSE true END`
 }

@@ -45,3 +45,10 @@ function urlDecode(value: string): string {
     return value
   }
 }
+
+const HIGHEST_TOKEN = 9223372036854775807n
+
+/** A token PostgreSQL accepts as is: digits only, at most 2^63-1 (else the helpers raise PF400). */
+export function isValidToken(value: string): boolean {
+  return /^[0-9]{1,19}$/.test(value) && BigInt(value) <= HIGHEST_TOKEN
+}

@@ -1,4 +1,4 @@
-import { findCommentTokens } from './comment-token.js'
+import { findCommentTokens, isValidToken } from './comment-token.js'
 import { highestParam, type Token } from './lexer.js'
 import { quoteLiteral } from './sql-text.js'
 
@@ -18,6 +18,8 @@ type CommentValues = Partial<Record<keyof CommentKeys, string>>
 export interface CommentMark {
   position: number
   token?: string
+  /** The token is valid, so the rewrite may compare it as a constant. */
+  tokenValid?: boolean
   resource?: string
 }
 
@@ -50,9 +52,16 @@ function commentValues(
   return found
 }
 
-/** Texts whose comments carry different kinds of values must not share a cache key. */
+/** What a comment's token is, for the cache key: none, valid, or invalid. */
+const tokenKind = (token: string | undefined): string =>
+  token === undefined ? '' : isValidToken(token) ? 'v' : 't'
+
+/**
+ * Texts whose comments carry different kinds of values (or a valid and an invalid token, which
+ * are rewritten differently) must not share a cache key.
+ */
 const marker = (values: CommentValues): string =>
-  `/*@${values.token === undefined ? '' : 't'}${values.resource === undefined ? '' : 'r'}*/`
+  `/*@${tokenKind(values.token)}${values.resource === undefined ? '' : 'r'}*/`
 
 export function normalise(sql: string, tokens: Token[], keys: CommentKeys): Normalised {
   const base = highestParam(tokens, sql) + 1
@@ -88,6 +97,7 @@ export function normalise(sql: string, tokens: Token[], keys: CommentKeys): Norm
   const marks = comments.map((c) => ({
     position: c.position,
     token: placeholder(c.values.token),
+    tokenValid: c.values.token !== undefined && isValidToken(c.values.token),
     resource: placeholder(c.values.resource),
   }))
   return { text, base, values, marks }
@@ -98,6 +108,7 @@ export function exactMarks(sql: string, tokens: Token[], keys: CommentKeys): Com
   return [...commentValues(sql, tokens, keys)].map(([position, values]) => ({
     position,
     token: values.token === undefined ? undefined : quoteLiteral(values.token),
+    tokenValid: values.token !== undefined && isValidToken(values.token),
     resource: values.resource === undefined ? undefined : quoteLiteral(values.resource),
   }))
 }

@@ -151,6 +151,7 @@ export class FencingRewriter implements StatementRewriter {
         resourceSetting: this.fencing.resourceSetting,
         rejectUnissued: this.fencing.rejectUnissuedTokens,
         commentToken: inStatement.find((m) => m.token)?.token ?? 'NULL',
+        commentTokenValid: inStatement.find((m) => m.token)?.tokenValid ?? false,
         commentResource: inStatement.find((m) => m.resource)?.resource ?? 'NULL',
       }
       let replacement: string

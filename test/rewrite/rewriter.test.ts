@@ -107,18 +107,31 @@ describe('multi-statement queries and comment tokens', () => {
     )!
     const [first, second, third, fourth] = out.split(';')
     expect(first).toBe("select  'keep'  ")
-    expect(second).toContain("pgfence.advance_token(invoices.fencing_token, '7'")
+    expect(second).toContain("pgfence.stale(invoices.fencing_token, '7'")
     expect(third).toContain('pgfence.advance_token(invoices.fencing_token, NULL')
     expect(fourth).toBe(' SELECT  2')
   })
 
   test('a leading sqlcommenter comment belongs to the statement after it', () => {
     const out = rewriter.rewriteQuery("/*fencing_token='9',route='x'*/ UPDATE invoices SET a = 1")!
-    expect(out).toContain("pgfence.advance_token(invoices.fencing_token, '9'")
+    expect(out).toContain("pgfence.stale(invoices.fencing_token, '9'")
   })
 })
 
 describe('cache', () => {
+  test('a valid and an invalid comment token do not share a rewrite', () => {
+    const shape = (token: string) =>
+      rewriter.rewriteQuery(
+        `UPDATE invoices SET status = 'A' WHERE id = 17 -- fencing_token=${token}`,
+      )
+    expect(shape('5')).toContain("CASE WHEN invoices.fencing_token > '5' THEN pgfence.stale(")
+    expect(shape('5x')).toContain("pgfence.advance_token(invoices.fencing_token, '5x'")
+    expect(shape('9223372036854775808')).toContain(
+      "pgfence.advance_token(invoices.fencing_token, '9223372036854775808'",
+    )
+    expect(shape('9223372036854775807')).toContain("> '9223372036854775807' THEN")
+  })
+
   test('statements that differ only in literals or token values share one parse', () => {
     const a = rewriter.rewriteQuery(
       "UPDATE invoices SET status = 'A' WHERE id = 17 /*fencing_token='5'*/",
@@ -130,10 +143,10 @@ describe('cache', () => {
     expect(rewriter.cacheSize).toBe(1)
     expect(a).toContain("status = 'A'")
     expect(a).toContain('id = 17')
-    expect(a).toContain("pgfence.advance_token(invoices.fencing_token, '5'")
+    expect(a).toContain("pgfence.stale(invoices.fencing_token, '5'")
     expect(b).toContain("status = 'it''s'")
     expect(b).toContain('id = 18')
-    expect(b).toContain("pgfence.advance_token(invoices.fencing_token, '6'")
+    expect(b).toContain("pgfence.stale(invoices.fencing_token, '6'")
   })
 
   test('a literal a placeholder cannot stand for falls back to the exact text', () => {
