@@ -183,8 +183,6 @@ static void report_close(relay_t *r, const char *kind, const char *detail) {
 
 /* ---- writing ---- */
 
-static void update_polls(relay_t *r);
-
 static void batch_release(batch_t *b) {
   for (int i = 0; i < b->owned_count; i++) free(b->owned[i]);
   b->count = b->owned_count = 0;
