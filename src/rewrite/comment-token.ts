@@ -50,5 +50,7 @@ const HIGHEST_TOKEN = 9223372036854775807n
 
 /** A token PostgreSQL accepts as is: digits only, at most 2^63-1 (else the helpers raise PF400). */
 export function isValidToken(value: string): boolean {
-  return /^[0-9]{1,19}$/.test(value) && BigInt(value) <= HIGHEST_TOKEN
+  if (!/^[0-9]{1,19}$/.test(value)) return false
+  // Up to 18 digits always fits: only 19 need the (slower) BigInt compare.
+  return value.length < 19 || BigInt(value) <= HIGHEST_TOKEN
 }

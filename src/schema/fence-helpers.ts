@@ -5,6 +5,14 @@
  * `rel` is the relation as the statement names it (identifiers quoted); it is resolved with the
  * caller's search_path only when an error is raised, to fill the SCHEMA and TABLE fields.
  */
+/**
+ * The usual case of a fenced write in one PL/pgSQL condition of built-ins: a token of up to 18
+ * digits (so the cast cannot fail) that is not lower than the committed one.
+ */
+const usualTokenAdmitted = `NOT unissued
+    AND coalesce(comment_token, pg_catalog.current_setting(setting, true)) ~ '^[0-9]{1,18}$'
+    AND coalesce(comment_token, pg_catalog.current_setting(setting, true))::bigint >= committed`
+
 export const fenceHelpersSql = `
 CREATE OR REPLACE FUNCTION pgfence.refuse(
   code text, message text, detail text, hint text, rel text, col text
@@ -100,21 +108,21 @@ END
 $fn$;
 
 -- The whole compare-and-raise of one row in one call (one call is several times cheaper than a
--- call nested in another's arguments): the new fence value, or PF409/PF428/PF400.
+-- call nested in another's arguments): the new fence value, or PF409/PF428/PF400. The usual case
+-- is one condition of built-ins: PL/pgSQL sets every expression up anew in each transaction,
+-- and one that names the other helpers costs more than the check itself, so they are named only
+-- in the statement after it.
 CREATE OR REPLACE FUNCTION pgfence.advance_token(
   committed bigint, comment_token text, setting text, required boolean, rel text, col text,
   unissued boolean
 ) RETURNS bigint LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
-  RETURN CASE
-    WHEN NOT unissued
-      AND coalesce(comment_token, pg_catalog.current_setting(setting, true)) ~ '^[0-9]{1,18}$'
-      AND coalesce(comment_token, pg_catalog.current_setting(setting, true))::bigint >= committed
-      THEN coalesce(comment_token, pg_catalog.current_setting(setting, true))::bigint
-    ELSE pgfence.advance(committed, CASE
-      WHEN unissued THEN pgfence.issued_token(comment_token, setting, required, rel, col)
-      ELSE pgfence.parse_token(comment_token, setting, required, rel, col) END, rel, col)
-  END;
+  IF ${usualTokenAdmitted} THEN
+    RETURN coalesce(comment_token, pg_catalog.current_setting(setting, true))::bigint;
+  END IF;
+  RETURN pgfence.advance(committed, CASE
+    WHEN unissued THEN pgfence.issued_token(comment_token, setting, required, rel, col)
+    ELSE pgfence.parse_token(comment_token, setting, required, rel, col) END, rel, col);
 END
 $fn$;
 
@@ -124,10 +132,10 @@ CREATE OR REPLACE FUNCTION pgfence.admits(
   unissued boolean
 ) RETURNS boolean LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
-  RETURN (NOT unissued
-      AND coalesce(comment_token, pg_catalog.current_setting(setting, true)) ~ '^[0-9]{1,18}$'
-      AND coalesce(comment_token, pg_catalog.current_setting(setting, true))::bigint >= committed)
-    OR pgfence.advance_token(committed, comment_token, setting, required, rel, col, unissued)
+  IF ${usualTokenAdmitted} THEN
+    RETURN true;
+  END IF;
+  RETURN pgfence.advance_token(committed, comment_token, setting, required, rel, col, unissued)
       IS NOT NULL
     OR committed IS NULL;
 END
