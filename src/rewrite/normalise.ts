@@ -8,8 +8,8 @@ export interface CommentKeys {
   resource: string
 }
 
-/** The values one comment carries, by what they are. */
-type CommentValues = Partial<Record<keyof CommentKeys, string>>
+/** The values one comment carries, by what they are; whether its token is a valid one. */
+type CommentValues = Partial<Record<keyof CommentKeys, string>> & { tokenValid?: boolean }
 
 /**
  * Where a statement's token-carrying comment is, and the SQL text that stands for each value
@@ -49,19 +49,22 @@ function commentValues(
       found.set(comment.start, { ...found.get(comment.start), [kind]: comment.value })
     }
   }
+  for (const values of found.values()) {
+    if (values.token !== undefined) values.tokenValid = isValidToken(values.token)
+  }
   return found
 }
 
 /** What a comment's token is, for the cache key: none, valid, or invalid. */
-const tokenKind = (token: string | undefined): string =>
-  token === undefined ? '' : isValidToken(token) ? 'v' : 't'
+const tokenKind = (values: CommentValues): string =>
+  values.token === undefined ? '' : values.tokenValid ? 'v' : 't'
 
 /**
  * Texts whose comments carry different kinds of values (or a valid and an invalid token, which
  * are rewritten differently) must not share a cache key.
  */
 const marker = (values: CommentValues): string =>
-  `/*@${tokenKind(values.token)}${values.resource === undefined ? '' : 'r'}*/`
+  `/*@${tokenKind(values)}${values.resource === undefined ? '' : 'r'}*/`
 
 export function normalise(sql: string, tokens: Token[], keys: CommentKeys): Normalised {
   const base = highestParam(tokens, sql) + 1
@@ -97,7 +100,7 @@ export function normalise(sql: string, tokens: Token[], keys: CommentKeys): Norm
   const marks = comments.map((c) => ({
     position: c.position,
     token: placeholder(c.values.token),
-    tokenValid: c.values.token !== undefined && isValidToken(c.values.token),
+    tokenValid: c.values.tokenValid,
     resource: placeholder(c.values.resource),
   }))
   return { text, base, values, marks }
@@ -108,7 +111,7 @@ export function exactMarks(sql: string, tokens: Token[], keys: CommentKeys): Com
   return [...commentValues(sql, tokens, keys)].map(([position, values]) => ({
     position,
     token: values.token === undefined ? undefined : quoteLiteral(values.token),
-    tokenValid: values.token !== undefined && isValidToken(values.token),
+    tokenValid: values.tokenValid,
     resource: values.resource === undefined ? undefined : quoteLiteral(values.resource),
   }))
 }

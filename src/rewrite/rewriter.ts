@@ -144,14 +144,15 @@ export class FencingRewriter implements StatementRewriter {
         : text.length
       const last = index === tree.stmts.length - 1
       const inStatement = marks.filter((m) => m.position >= start && (m.position < end || last))
+      const tokenMark = inStatement.find((m) => m.token)
       const ctx: FenceContext = {
         tables: this.tables,
         resources: this.resources,
         setting: this.fencing.setting,
         resourceSetting: this.fencing.resourceSetting,
         rejectUnissued: this.fencing.rejectUnissuedTokens,
-        commentToken: inStatement.find((m) => m.token)?.token ?? 'NULL',
-        commentTokenValid: inStatement.find((m) => m.token)?.tokenValid ?? false,
+        commentToken: tokenMark?.token ?? 'NULL',
+        commentTokenValid: tokenMark?.tokenValid ?? false,
         commentResource: inStatement.find((m) => m.resource)?.resource ?? 'NULL',
       }
       let replacement: string

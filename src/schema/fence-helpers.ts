@@ -1,11 +1,4 @@
 /**
- * The PL/pgSQL helpers that rewritten statements call. Every rejection is raised inside
- * PostgreSQL, so clients get real ErrorResponses and the transaction is aborted as usual.
- *
- * `rel` is the relation as the statement names it (identifiers quoted); it is resolved with the
- * caller's search_path only when an error is raised, to fill the SCHEMA and TABLE fields.
- */
-/**
  * The usual case of a fenced write in one PL/pgSQL condition of built-ins: a token of up to 18
  * digits (so the cast cannot fail) that is not lower than the committed one.
  */
@@ -13,6 +6,13 @@ const usualTokenAdmitted = `NOT unissued
     AND coalesce(comment_token, pg_catalog.current_setting(setting, true)) ~ '^[0-9]{1,18}$'
     AND coalesce(comment_token, pg_catalog.current_setting(setting, true))::bigint >= committed`
 
+/**
+ * The PL/pgSQL helpers that rewritten statements call. Every rejection is raised inside
+ * PostgreSQL, so clients get real ErrorResponses and the transaction is aborted as usual.
+ *
+ * `rel` is the relation as the statement names it (identifiers quoted); it is resolved with the
+ * caller's search_path only when an error is raised, to fill the SCHEMA and TABLE fields.
+ */
 export const fenceHelpersSql = `
 CREATE OR REPLACE FUNCTION pgfence.refuse(
   code text, message text, detail text, hint text, rel text, col text
