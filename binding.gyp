@@ -2,7 +2,7 @@
   "targets": [
     {
       "target_name": "pgfence_relay",
-      "sources": ["src/native/relay.c"],
+      "sources": ["src/native/relay.c", "src/native/query-cache.c", "src/native/query-normalise.c"],
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     }
   ]

@@ -5,7 +5,8 @@
  *
  * Client→server bytes are framed (type and length checked) and the message types the session
  * asks for (Query, Parse, Terminate) are handed to JavaScript whole, which returns the bytes to
- * send in their place. Server→client bytes pass untouched; their boundaries are followed so that
+ * send in their place; a Query whose literal-normalised text has a cached rewrite template is
+ * rewritten here instead (query-cache.h). Server→client bytes pass untouched; their boundaries are followed so that
  * ErrorResponses can be reported and the proxy knows where it may insert an error of its own.
  */
 #define NAPI_VERSION 8
@@ -19,23 +20,33 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "bytes.h"
+#include "query-cache.h"
+#include "query-normalise.h"
+
 #define HEADER_BYTES 5
 #define READ_BYTES (64 * 1024)
 #define MAX_SEGMENTS 64
 /* ErrorResponses larger than this are forwarded but not reported. */
 #define MAX_REPORTED_ERROR (64 * 1024)
 #define ERROR_RESPONSE 'E'
+/* Query texts longer than this take the uncached path through JavaScript. */
+#define MAX_CACHED_QUERY (64 * 1024)
 
 enum callback { ON_MESSAGE, ON_SERVER_ERROR, ON_CLOSE, CALLBACKS };
 
 /* One read buffer per thread: every relay of the loop reads into it and is done with it before
  * the next read. */
 static _Thread_local uint8_t read_buffer[READ_BYTES];
+/* The normalised form of the Query being relayed, likewise shared. */
+static _Thread_local normalised_t scratch;
 
+/* A proxy's Query templates and the JavaScript function that makes a missing one. */
 typedef struct {
-  uint8_t *data;
-  size_t len, cap;
-} bytes_t;
+  query_cache_t cache;
+  napi_env env;
+  napi_ref template_for;
+} shared_cache_t;
 
 /* Where one direction's byte stream stands in its message sequence. */
 typedef struct {
@@ -74,32 +85,14 @@ struct relay {
   uint8_t intercept[256];
   uint8_t valid[256];
   char **needles; /* Query/Parse go to JavaScript only when they contain one; NULL: always */
+  shared_cache_t *queries; /* NULL: every Query that passes the needles goes to JavaScript */
+  napi_ref queries_ref;    /* keeps `queries` alive while the relay runs */
   size_t needle_count;
   size_t max_message;
   int stopped;
   int open_handles;
   int wrapper_alive;
 };
-
-static int bytes_append(bytes_t *b, const uint8_t *p, size_t n) {
-  if (b->len + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + n) cap *= 2;
-    uint8_t *data = realloc(b->data, cap);
-    if (!data) return -1;
-    b->data = data;
-    b->cap = cap;
-  }
-  memcpy(b->data + b->len, p, n);
-  b->len += n;
-  return 0;
-}
-
-static void bytes_free(bytes_t *b) {
-  free(b->data);
-  b->data = NULL;
-  b->len = b->cap = 0;
-}
 
 static uint32_t read_u32(const uint8_t *p) {
   return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
@@ -133,12 +126,12 @@ static int wants_message(const relay_t *r, const uint8_t *message, size_t n) {
 
 /* ---- calls into JavaScript ---- */
 
-/* Calls callback `which`; returns its result in *result (may be NULL). Returns 0, or -1 when it
- * threw: the exception is cleared (the session is then closed). */
-static int call_js(relay_t *r, enum callback which, size_t argc, napi_value *argv,
-                   napi_value *result) {
+/* Calls a JavaScript function; returns its result in *result (may be NULL). Returns 0, or -1
+ * when it threw: the exception is cleared (the session is then closed). */
+static int call_function(relay_t *r, napi_ref function, size_t argc, napi_value *argv,
+                         napi_value *result) {
   napi_value fn, recv, ignored;
-  napi_get_reference_value(r->env, r->callbacks[which], &fn);
+  napi_get_reference_value(r->env, function, &fn);
   napi_get_global(r->env, &recv); /* napi_make_callback needs an object as receiver */
   napi_status status =
       napi_make_callback(r->env, r->async, recv, fn, argc, argv, result ? result : &ignored);
@@ -152,10 +145,21 @@ static int call_js(relay_t *r, enum callback which, size_t argc, napi_value *arg
   return -1;
 }
 
+static int call_js(relay_t *r, enum callback which, size_t argc, napi_value *argv,
+                   napi_value *result) {
+  return call_function(r, r->callbacks[which], argc, argv, result);
+}
+
 static napi_value buffer_copy(napi_env env, const uint8_t *p, size_t n) {
   napi_value value;
   void *ignored;
   napi_create_buffer_copy(env, n, p, &ignored, &value);
+  return value;
+}
+
+static napi_value get_named(napi_env env, napi_value object, const char *name) {
+  napi_value value;
+  napi_get_named_property(env, object, name, &value);
   return value;
 }
 
@@ -260,8 +264,8 @@ static int flush_out(side_t *s) {
 
 /* A whole intercepted message: JavaScript returns the bytes to send instead (a Buffer), or
  * undefined to send it as it is. `owned` is the message's heap copy, if it has one. */
-static int deliver(relay_t *r, batch_t *b, const uint8_t *message, size_t n, uint8_t *owned) {
-  if (!wants_message(r, message, n)) return batch_add(&r->server, b, message, n, owned);
+static int deliver_to_js(relay_t *r, batch_t *b, const uint8_t *message, size_t n,
+                         uint8_t *owned) {
   napi_handle_scope scope;
   napi_open_handle_scope(r->env, &scope);
   napi_value argv[1] = {buffer_copy(r->env, message, n)};
@@ -285,6 +289,102 @@ static int deliver(relay_t *r, batch_t *b, const uint8_t *message, size_t n, uin
   }
   napi_close_handle_scope(r->env, scope);
   return status;
+}
+
+/* ---- the Query template cache ---- */
+
+/* The entry JavaScript made of templateFor(key): undefined (unchanged), null (exact only) or
+ * { parts: Buffer[], holes: number[] }. NULL when out of memory. */
+static cache_entry_t *entry_from_js(napi_env env, napi_value value, size_t literal_count) {
+  cache_entry_t *e = calloc(1, sizeof *e);
+  if (!e) return NULL;
+  napi_valuetype type;
+  napi_typeof(env, value, &type);
+  e->kind = type == napi_undefined ? ENTRY_UNCHANGED : ENTRY_EXACT;
+  if (type != napi_object) return e;
+  napi_value parts = get_named(env, value, "parts"), holes = get_named(env, value, "holes");
+  uint32_t part_count = 0, hole_count = 0;
+  napi_get_array_length(env, parts, &part_count);
+  napi_get_array_length(env, holes, &hole_count);
+  if (part_count == 0 || hole_count != part_count - 1) return e;
+  e->part_ends = malloc(part_count * sizeof *e->part_ends);
+  e->holes = malloc((hole_count ? hole_count : 1) * sizeof *e->holes);
+  if (!e->part_ends || !e->holes) return cache_entry_free(e), NULL;
+  for (uint32_t i = 0; i < part_count; i++) {
+    napi_value part;
+    void *data = NULL;
+    size_t len = 0;
+    napi_get_element(env, parts, i, &part);
+    napi_get_buffer_info(env, part, &data, &len);
+    if (bytes_append(&e->parts, data, len) < 0) return cache_entry_free(e), NULL;
+    e->part_ends[i] = (uint32_t)e->parts.len;
+  }
+  for (uint32_t i = 0; i < hole_count; i++) {
+    napi_value hole;
+    napi_get_element(env, holes, i, &hole);
+    napi_get_value_uint32(env, hole, &e->holes[i]);
+    if (e->holes[i] >= literal_count) return e; /* not a template for this key: exact only */
+  }
+  e->hole_count = hole_count;
+  e->kind = ENTRY_TEMPLATE;
+  return e;
+}
+
+/* Asks JavaScript for the template of the scratch key and caches it. NULL when the session
+ * closed (the function threw, or memory ran out). */
+static cache_entry_t *learn_template(relay_t *r, uint64_t hash) {
+  napi_handle_scope scope;
+  napi_open_handle_scope(r->env, &scope);
+  napi_value argv[1] = {buffer_copy(r->env, scratch.key.data, scratch.key.len)};
+  napi_value result;
+  cache_entry_t *e = NULL;
+  int failed = call_function(r, r->queries->template_for, 1, argv, &result);
+  if (!failed && !r->stopped) e = entry_from_js(r->env, result, scratch.count);
+  napi_close_handle_scope(r->env, scope);
+  if (e) {
+    e->hash = hash;
+    if (bytes_append(&e->key, scratch.key.data, scratch.key.len) == 0) {
+      query_cache_put(&r->queries->cache, e);
+      return e;
+    }
+    cache_entry_free(e);
+  }
+  report_close(r, "client", failed ? "statement interception failed" : "out of memory");
+  return NULL;
+}
+
+enum { ASK_JS = 1 };
+
+/* A Query through the template cache: 0 or -1 (stopped) when it was sent, ASK_JS when only
+ * JavaScript can rewrite it. */
+static int deliver_cached_query(relay_t *r, batch_t *b, const uint8_t *message, size_t n,
+                                uint8_t *owned) {
+  if (n <= HEADER_BYTES || n - HEADER_BYTES - 1 > MAX_CACHED_QUERY) return ASK_JS;
+  const uint8_t *text = message + HEADER_BYTES;
+  size_t len = n - HEADER_BYTES - 1;
+  if (memchr(text, 0, len) != NULL) return ASK_JS;
+  if (normalise_query(text, len, &scratch) != NORMALISED) return ASK_JS;
+  uint64_t hash = query_cache_hash(&scratch.key);
+  cache_entry_t *e = query_cache_get(&r->queries->cache, &scratch.key, hash);
+  if (!e && !(e = learn_template(r, hash))) {
+    free(owned);
+    return -1;
+  }
+  if (e->kind == ENTRY_EXACT) return ASK_JS;
+  if (e->kind == ENTRY_UNCHANGED) return batch_add(&r->server, b, message, n, owned);
+  size_t filled_len;
+  uint8_t *filled = fill_query_template(e, text, &scratch, &filled_len);
+  free(owned);
+  return filled ? batch_add(&r->server, b, filled, filled_len, filled) : -1;
+}
+
+static int deliver(relay_t *r, batch_t *b, const uint8_t *message, size_t n, uint8_t *owned) {
+  if (!wants_message(r, message, n)) return batch_add(&r->server, b, message, n, owned);
+  if (message[0] == 'Q' && r->queries) {
+    int status = deliver_cached_query(r, b, message, n, owned);
+    if (status != ASK_JS) return status;
+  }
+  return deliver_to_js(r, b, message, n, owned);
 }
 
 /* Checks a client header; returns the whole message size, or 0 after closing the session. */
@@ -539,6 +639,7 @@ static void on_handle_closed(uv_handle_t *handle) {
   if (--r->open_handles > 0) return;
   /* Both handles are gone: let go of the callbacks, so the session can be collected. */
   for (int i = 0; i < CALLBACKS; i++) napi_delete_reference(r->env, r->callbacks[i]);
+  if (r->queries_ref) napi_delete_reference(r->env, r->queries_ref);
   napi_async_destroy(r->env, r->async);
   relay_free_if_done(r);
 }
@@ -567,12 +668,6 @@ static void wrapper_finalize(napi_env env, void *data, void *hint) {
       return NULL;                                                  \
     }                                                               \
   } while (0)
-
-static napi_value get_named(napi_env env, napi_value object, const char *name) {
-  napi_value value;
-  napi_get_named_property(env, object, name, &value);
-  return value;
-}
 
 static void fill_types(napi_env env, napi_value text, uint8_t table[256]) {
   char types[64] = {0};
@@ -642,8 +737,8 @@ static int read_needles(napi_env env, napi_value value, relay_t *r) {
   return 0;
 }
 
-/* relay(clientFd, serverFd, { maxMessageBytes, frontendTypes, interceptTypes, onMessage,
- * onServerError, onClose }) → { stop() }. The caller has stopped reading both sockets and has
+/* relay(clientFd, serverFd, { maxMessageBytes, frontendTypes, interceptTypes, statementNeedles,
+ * queryCache, onMessage, onServerError, onClose }) → { stop() }. The caller has stopped reading both sockets and has
  * nothing queued on them; the relay reads and writes duplicates of their descriptors. */
 static napi_value js_relay(napi_env env, napi_callback_info info) {
   size_t argc = 3;
@@ -681,6 +776,11 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
     napi_throw_error(env, NULL, "pgfence relay: cannot watch the server socket");
     return NULL;
   }
+  napi_value queries = get_named(env, argv[2], "queryCache");
+  if (napi_unwrap(env, queries, (void **)&r->queries) == napi_ok)
+    napi_create_reference(env, queries, 1, &r->queries_ref);
+  else
+    r->queries = NULL;
   static const char *names[CALLBACKS] = {"onMessage", "onServerError", "onClose"};
   for (int i = 0; i < CALLBACKS; i++)
     napi_create_reference(env, get_named(env, argv[2], names[i]), 1, &r->callbacks[i]);
@@ -692,9 +792,71 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   return wrapper;
 }
 
+static void shared_cache_finalize(napi_env env, void *data, void *hint) {
+  (void)hint;
+  shared_cache_t *shared = data;
+  napi_delete_reference(env, shared->template_for);
+  query_cache_free(&shared->cache);
+  free(shared);
+}
+
+/* createQueryCache(capacity, templateFor) → an object to pass as a relay's queryCache. */
+static napi_value js_create_query_cache(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2], wrapper;
+  uint32_t capacity;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  CHECK(napi_get_value_uint32(env, argv[0], &capacity));
+  CHECK(napi_create_object(env, &wrapper));
+  shared_cache_t *shared = calloc(1, sizeof *shared);
+  if (!shared || query_cache_init(&shared->cache, capacity) < 0) {
+    free(shared);
+    napi_throw_error(env, NULL, "pgfence relay: out of memory");
+    return NULL;
+  }
+  shared->env = env;
+  CHECK(napi_create_reference(env, argv[1], 1, &shared->template_for));
+  CHECK(napi_wrap(env, wrapper, shared, shared_cache_finalize, NULL, NULL));
+  return wrapper;
+}
+
+/* normaliseQuery(text: Buffer) → { key: Buffer, literals: [start, length, ...] }, or null when
+ * the text takes the uncached path. For tests. */
+static napi_value js_normalise_query(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], result, literals, number;
+  void *data;
+  size_t len;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  CHECK(napi_get_buffer_info(env, argv[0], &data, &len));
+  if (normalise_query(data, len, &scratch) != NORMALISED) {
+    CHECK(napi_get_null(env, &result));
+    return result;
+  }
+  CHECK(napi_create_object(env, &result));
+  napi_set_named_property(env, result, "key", buffer_copy(env, scratch.key.data, scratch.key.len));
+  CHECK(napi_create_array_with_length(env, scratch.count * 2, &literals));
+  for (size_t i = 0; i < scratch.count; i++) {
+    napi_create_uint32(env, scratch.literals[i].start, &number);
+    napi_set_element(env, literals, (uint32_t)(2 * i), number);
+    napi_create_uint32(env, scratch.literals[i].len, &number);
+    napi_set_element(env, literals, (uint32_t)(2 * i + 1), number);
+  }
+  napi_set_named_property(env, result, "literals", literals);
+  return result;
+}
+
 NAPI_MODULE_INIT() {
-  napi_value fn;
-  napi_create_function(env, "relay", NAPI_AUTO_LENGTH, js_relay, NULL, &fn);
-  napi_set_named_property(env, exports, "relay", fn);
+  static const struct {
+    const char *name;
+    napi_callback fn;
+  } functions[] = {{"relay", js_relay},
+                   {"createQueryCache", js_create_query_cache},
+                   {"normaliseQuery", js_normalise_query}};
+  for (size_t i = 0; i < sizeof functions / sizeof *functions; i++) {
+    napi_value fn;
+    napi_create_function(env, functions[i].name, NAPI_AUTO_LENGTH, functions[i].fn, NULL, &fn);
+    napi_set_named_property(env, exports, functions[i].name, fn);
+  }
   return exports;
 }

@@ -25,6 +25,8 @@ export interface NativeRelayOptions {
    * ASCII texts in any letter case (the rewriter's prefilter); absent: always.
    */
   statementNeedles?: readonly string[]
+  /** Query templates shared by the proxy's sessions (createQueryCache). */
+  queryCache?: NativeQueryCache
   /** Returns the bytes to send upstream in the message's place, or undefined to send it as is. */
   onMessage(message: Buffer): Buffer | undefined
   onServerError(message: Buffer): void
@@ -32,8 +34,22 @@ export interface NativeRelayOptions {
   onClose(kind: 'client' | 'server' | 'invalid', detail?: string): void
 }
 
+/** An opaque handle on a native Query template cache. */
+export type NativeQueryCache = { readonly brand: unique symbol }
+
+/** What a template function gives the native cache for a normalised Query text. */
+export type NativeTemplate = { parts: Buffer[]; holes: number[] } | null | undefined
+
 interface NativeRelayModule {
   relay(clientFd: number, serverFd: number, options: NativeRelayOptions): NativeRelay
+  /**
+   * A cache of Query rewrite templates by literal-normalised text: on a miss the relay calls
+   * `templateFor` with the text (literals as `$1`, `$2`…), which returns the template in the
+   * text's encoding, undefined (pass unchanged) or null (hand each such Query to onMessage).
+   */
+  createQueryCache(capacity: number, templateFor: (key: Buffer) => NativeTemplate): NativeQueryCache
+  /** The relay's normalisation of a Query text, or null when it leaves the text to onMessage. */
+  normaliseQuery(text: Buffer): { key: Buffer; literals: number[] } | null
 }
 
 /** The compiled relay (src/native/relay.c), or null when it was not built. */

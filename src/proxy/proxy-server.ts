@@ -12,12 +12,15 @@ import { forwardCancel } from '../server/cancel-forwarder.js'
 import { PgError } from '../wire/error-response.js'
 import { ProxySession } from './session.js'
 import { createFencingRewriter } from './fencing.js'
+import { createNativeQueryCache } from './native-query-cache.js'
 import { nativeRelayModule } from './native-relay.js'
 
 export interface ProxyOptions {
   logger?: Logger
   /** Overrides the rewriter made from `config.fencing` (null: every statement passes through). */
   rewriter?: StatementRewriter | null
+  /** Query templates the native relay keeps (4096). */
+  queryCacheSize?: number
 }
 
 export interface RunningProxy {
@@ -65,6 +68,8 @@ export async function startProxy(
   const nativeRelay = config.relay === 'native' && nativeRelayModule !== null
   if (config.relay === 'native' && !nativeRelay)
     logger.warn('the native relay was not built (npm run build:native): relaying in JavaScript')
+  const queryCache =
+    nativeRelay && rewriter ? createNativeQueryCache(rewriter, options.queryCacheSize) : null
   const connections = new Set<net.Socket>()
   const sessions = new Set<ProxySession>()
   let nextId = 0
@@ -108,6 +113,7 @@ export async function startProxy(
         onReady: () => clearTimeout(startupTimer),
         keepChannelBinding: sameCertificate(handshake.connection.socket, upstream, ownTls),
         nativeRelay,
+        queryCache,
       }))
       sessions.add(session)
       session.closed.then(() => {

@@ -12,6 +12,7 @@ import {
   nativeRelayModule,
   plainDescriptor,
   stopReading,
+  type NativeQueryCache,
   type NativeRelay,
 } from './native-relay.js'
 
@@ -35,6 +36,8 @@ export interface SessionOptions {
   keepChannelBinding: boolean
   /** Relay a plain-TCP session in native code once it is past authentication. */
   nativeRelay: boolean
+  /** The native relay's Query templates, shared by the proxy's sessions. */
+  queryCache: NativeQueryCache | null
 }
 
 /**
@@ -198,11 +201,15 @@ export class ProxySession {
     if (clientFd === null || serverFd === null) return false
     stopReading(this.client)
     stopReading(this.upstream)
+    const statementNeedles = asciiOnly(this.options.rewriter?.prefilterNeedles)
     this.native = nativeRelayModule.relay(clientFd, serverFd, {
       maxMessageBytes: this.options.maxMessageBytes,
       frontendTypes: FRONTEND_TYPE_CHARS,
       interceptTypes: this.options.rewriter ? 'QPX' : 'X',
-      statementNeedles: asciiOnly(this.options.rewriter?.prefilterNeedles),
+      statementNeedles,
+      // Without needles every Query would be normalised and looked up; the rewriter's own
+      // prefilter then keeps most of them from a parse.
+      queryCache: (statementNeedles && this.options.queryCache) || undefined,
       onMessage: (message) => {
         const replacement = this.intercept(message)
         return replacement === message ? undefined : replacement

@@ -16,7 +16,7 @@ export const REWRITTEN_TYPES = typeTable([Frontend.Terminate, Frontend.Query, Fr
 export const TERMINATE_ONLY = typeTable([Frontend.Terminate])
 
 /** Text encoding that round-trips the client's bytes: UTF-8 when valid, else byte for byte. */
-const encodingOf = (bytes: Buffer): BufferEncoding => (isUtf8(bytes) ? 'utf8' : 'latin1')
+export const encodingOf = (bytes: Buffer): BufferEncoding => (isUtf8(bytes) ? 'utf8' : 'latin1')
 
 /** A message of `type` whose body is `before`, then `text` and a NUL, then `after`: one copy. */
 function encodeMessage(

@@ -72,6 +72,12 @@ export class FencingRewriter implements StatementRewriter {
     return entry.kind === 'text' ? entry.text : null
   }
 
+  templateForQuery(text: string): Template | null | undefined {
+    const entry = this.templateFor(text, 1, exactMarks(text, tokenize(text), this.commentKeys))
+    if (entry.kind === 'template') return entry.template
+    return entry.kind === 'unchanged' ? undefined : null
+  }
+
   rewriteParse(sql: string): string | null {
     if (!this.mayTouchFencedTable(sql)) return null
     return this.cachedExact(`p\0${sql}`, sql, true)

@@ -1,3 +1,5 @@
+import type { Template } from './template.js'
+
 /**
  * What the proxy asks of the SQL rewrite layer. Refusals are rewritten too (into a statement
  * that raises the SQLSTATE inside PostgreSQL), so the proxy itself never answers for the server.
@@ -5,6 +7,12 @@
 export interface StatementRewriter {
   /** Simple-protocol Query text; null means forward the original bytes unchanged. */
   rewriteQuery(sql: string): string | null
+  /**
+   * The rewrite template of a Query text whose literals were replaced by `$1`, `$2`… in order
+   * (comments kept), for a cache outside the rewriter: undefined when such texts pass
+   * unchanged, null when only each exact text can be rewritten (through rewriteQuery).
+   */
+  templateForQuery?(text: string): Template | null | undefined
   /** Extended-protocol Parse text; null means forward the original bytes unchanged. */
   rewriteParse(sql: string): string | null
   /**

@@ -4,6 +4,8 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { installSql } from '../../src/schema/install.js'
 import { parseConfig } from '../../src/config/load.js'
 import { startTestProxy, type TestProxy } from '../support/proxy.js'
+import { createRewriter } from '../../src/rewrite/rewriter.js'
+import type { StatementRewriter } from '../../src/rewrite/statement-rewriter.js'
 import { backendMessages, errorCode, loggedInRawSocket } from './support/wire.js'
 import { waitFor } from './support/wait.js'
 
@@ -117,5 +119,90 @@ describe('the native relay', () => {
     ).toBeGreaterThan(0)
     expect(proxy.nativeSessionCount()).toBe(1)
     await client.end()
+  })
+})
+
+/** A fencing proxy whose rewriter counts how often the native relay had to call into it. */
+async function countingProxy(queryCacheSize?: number) {
+  const inner = await createRewriter(parseConfig({ fencing }).fencing)
+  const calls = { templateForQuery: 0, rewriteQuery: 0 }
+  const rewriter: StatementRewriter = {
+    prefilterNeedles: inner.prefilterNeedles,
+    rewriteParse: (sql) => inner.rewriteParse(sql),
+    rewriteQuery: (sql) => (calls.rewriteQuery++, inner.rewriteQuery(sql)),
+    templateForQuery: (text) => (calls.templateForQuery++, inner.templateForQuery(text)),
+  }
+  const upstream = { tls: 'disable' as const }
+  const counted = await startTestProxy({ fencing, upstream, relay: 'native' }, db.url, {
+    rewriter,
+    queryCacheSize,
+  })
+  const client = new pg.Client({ connectionString: counted.url() })
+  await client.connect()
+  const close = async () => {
+    await client.end()
+    await counted.close()
+  }
+  return { client, calls, close }
+}
+
+describe('the native Query template cache', () => {
+  beforeAll(() => direct('INSERT INTO counters (id, hits) VALUES (2, 0)'))
+
+  const hitsOf2 = async () => (await direct('SELECT hits FROM counters WHERE id = 2')).rows[0].hits
+
+  test('texts that differ only in literals share one template, filled in C', async () => {
+    const { client, calls, close } = await countingProxy()
+    try {
+      for (let hits = 1; hits <= 20; hits++) {
+        const sql = `UPDATE counters SET hits = ${hits} WHERE id = 2 /* fencing_token=100 */`
+        const { rows } = await client.query(`${sql} RETURNING hits, fencing_token`)
+        expect(rows).toEqual([{ hits, fencing_token: '100' }])
+      }
+      expect(calls).toEqual({ templateForQuery: 1, rewriteQuery: 0 })
+      // The comment is part of the key: another token is another template, and a stale one
+      // is refused by it.
+      const stale = client.query('UPDATE counters SET hits = 0 WHERE id = 2 /* fencing_token=99 */')
+      await expect(stale).rejects.toMatchObject({ code: 'PF409' })
+      expect(await hitsOf2()).toBe(20)
+      await client.query('UPDATE counters SET hits = 21 WHERE id = 2 /* fencing_token=101 */')
+      expect(calls).toEqual({ templateForQuery: 3, rewriteQuery: 0 })
+      expect(await hitsOf2()).toBe(21)
+    } finally {
+      await close()
+    }
+  })
+
+  test('a text that parses only with its literals in place is rewritten whole each time', async () => {
+    const { client, calls, close } = await countingProxy()
+    try {
+      // Adjacent string constants on two lines are one constant; placeholders are not.
+      const sql = `UPDATE counters SET hits = length('ab'\n'c') WHERE id = 2 /* fencing_token=102 */`
+      for (let i = 0; i < 2; i++) await client.query(sql)
+      expect(calls).toEqual({ templateForQuery: 1, rewriteQuery: 2 })
+      expect(await hitsOf2()).toBe(3)
+      const stale = client.query(sql.replace('102', '101'))
+      await expect(stale).rejects.toMatchObject({ code: 'PF409' })
+    } finally {
+      await close()
+    }
+  })
+
+  test('keeps at most its capacity, and what is used', async () => {
+    const { client, calls, close } = await countingProxy(4)
+    try {
+      const variant = (k: number) =>
+        `UPDATE counters SET hits = hits + 1 WHERE id = 2 /* fencing_token=103 */ /* v${k} */`
+      const before = await hitsOf2()
+      for (let round = 0; round < 2; round++) {
+        for (let k = 0; k < 6; k++) await client.query(variant(k))
+      }
+      expect(calls.templateForQuery).toBe(12)
+      for (let i = 0; i < 5; i++) await client.query(variant(0))
+      expect(calls).toEqual({ templateForQuery: 13, rewriteQuery: 0 })
+      expect(await hitsOf2()).toBe(before + 17)
+    } finally {
+      await close()
+    }
   })
 })

@@ -4,7 +4,7 @@ import { parseConfig } from '../../src/config/load.js'
 import type { configSchema } from '../../src/config/schema.js'
 import { createLogger } from '../../src/log.js'
 import { createFencingRewriter } from '../../src/proxy/fencing.js'
-import { startProxy } from '../../src/proxy/proxy-server.js'
+import { startProxy, type ProxyOptions } from '../../src/proxy/proxy-server.js'
 
 /** The relay the suites run with: PGFENCE_TEST_RELAY, else the default (native). */
 export const relayUnderTest = (): 'native' | 'node' | undefined =>
@@ -27,11 +27,12 @@ export interface TestProxy {
 /**
  * Starts the proxy in this process on a free loopback port in front of `upstreamUrl`
  * (the test PostgreSQL by default). Logs are silent unless PGFENCE_TEST_LOG_LEVEL is set;
- * PGFENCE_TEST_RELAY picks the relay (native by default).
+ * PGFENCE_TEST_RELAY picks the relay (native by default). `options` replace the wiring's.
  */
 export async function startTestProxy(
   overrides: ConfigOverrides = {},
   upstreamUrl: string = inject('postgresUrl'),
+  options: ProxyOptions = {},
 ): Promise<TestProxy> {
   const upstream = new URL(upstreamUrl)
   const config = parseConfig({
@@ -52,6 +53,7 @@ export async function startTestProxy(
   const server = await startProxy(config, {
     logger: createLogger(config.log.level),
     rewriter: await createFencingRewriter(config),
+    ...options,
   })
   return {
     host: server.host,
