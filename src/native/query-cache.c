@@ -1,11 +1,14 @@
 #include "query-cache.h"
 
+static size_t entry_bytes(const cache_entry_t *e) { return e->key.len + e->parts.len; }
+
 static int table_init(cache_table_t *t, size_t generation) {
   size_t buckets = 16;
   while (buckets < generation * 2) buckets *= 2;
   t->buckets = calloc(buckets, sizeof *t->buckets);
   t->mask = buckets - 1;
   t->count = 0;
+  t->bytes = 0;
   return t->buckets ? 0 : -1;
 }
 
@@ -20,6 +23,7 @@ static void table_clear(cache_table_t *t) {
     t->buckets[i] = NULL;
   }
   t->count = 0;
+  t->bytes = 0;
 }
 
 int query_cache_init(query_cache_t *cache, size_t capacity) {
@@ -63,6 +67,7 @@ static cache_entry_t *table_find(cache_table_t *t, const bytes_t *key, uint64_t 
     if (unlink) {
       *link = e->next;
       t->count--;
+      t->bytes -= entry_bytes(e);
     }
     return e;
   }
@@ -74,10 +79,11 @@ static void table_insert(cache_table_t *t, cache_entry_t *e) {
   e->next = *head;
   *head = e;
   t->count++;
+  t->bytes += entry_bytes(e);
 }
 
 void query_cache_put(query_cache_t *cache, cache_entry_t *entry) {
-  if (cache->young.count >= cache->generation) {
+  if (cache->young.count >= cache->generation || cache->young.bytes >= QUERY_CACHE_BYTES / 2) {
     /* The young generation becomes the old one; the old one's entries go. */
     cache_table_t dropped = cache->old;
     cache->old = cache->young;
@@ -105,7 +111,7 @@ static void write_u32(uint8_t *p, uint32_t v) {
 uint8_t *fill_query_template(const cache_entry_t *e, const uint8_t *text,
                              const normalised_t *normalised, size_t *message_len) {
   size_t len = 5 + e->parts.len + 1;
-  for (size_t i = 0; i < e->hole_count; i++) len += normalised->literals[e->holes[i]].len;
+  for (size_t i = 0; i < e->hole_count; i++) len += normalised->values[e->holes[i]].len;
   uint8_t *message = malloc(len);
   if (!message) return NULL;
   message[0] = 'Q';
@@ -117,9 +123,9 @@ uint8_t *fill_query_template(const cache_entry_t *e, const uint8_t *text,
     pos += e->part_ends[i] - part_start;
     part_start = e->part_ends[i];
     if (i == e->hole_count) break;
-    const span_t *literal = &normalised->literals[e->holes[i]];
-    memcpy(pos, text + literal->start, literal->len);
-    pos += literal->len;
+    const span_t *value = &normalised->values[e->holes[i]];
+    memcpy(pos, value_bytes(normalised, text, value), value->len);
+    pos += value->len;
   }
   *pos = 0;
   *message_len = len;

@@ -3,12 +3,14 @@
  * shared by every session of a proxy: a hit fills the template with the message's own literals
  * in C, so the usual fenced statement never calls into JavaScript. Bounded, in two generations
  * like src/rewrite/lru.ts: a hit in the young one is one lookup, and at most `capacity` entries
- * are kept.
+ * and about QUERY_CACHE_BYTES of texts are kept.
  */
 #ifndef PGFENCE_QUERY_CACHE_H
 #define PGFENCE_QUERY_CACHE_H
 #include "bytes.h"
 #include "query-normalise.h"
+
+#define QUERY_CACHE_BYTES (64 * 1024 * 1024)
 
 typedef enum {
   /* Forward the text as it is. */
@@ -33,6 +35,7 @@ typedef struct cache_entry {
 typedef struct {
   cache_entry_t **buckets;
   size_t mask, count;
+  size_t bytes; /* of the entries' keys and parts */
 } cache_table_t;
 
 typedef struct {
@@ -50,7 +53,7 @@ cache_entry_t *query_cache_get(query_cache_t *cache, const bytes_t *key, uint64_
 void query_cache_put(query_cache_t *cache, cache_entry_t *entry);
 void cache_entry_free(cache_entry_t *entry);
 
-/* The Query message ('Q', length, text, NUL) for a template entry and the message's literals;
+/* The Query message ('Q', length, text, NUL) for a template entry and the message's values;
  * NULL when out of memory. */
 uint8_t *fill_query_template(const cache_entry_t *entry, const uint8_t *text,
                              const normalised_t *normalised, size_t *message_len);

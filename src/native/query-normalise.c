@@ -4,9 +4,11 @@
  * are identifier characters, as in PostgreSQL's scanner, so UTF-8 and single-byte encodings
  * lex alike.
  */
+#define _GNU_SOURCE /* memmem */
 #include "query-normalise.h"
 
 #include <stdio.h>
+#include <string.h>
 
 typedef enum { T_COMMENT, T_STRING, T_NUMBER, T_PARAM, T_QUOTED, T_WORD, T_OTHER } kind_t;
 
@@ -140,23 +142,123 @@ static kind_t scan_token(const uint8_t *s, size_t n, size_t i, size_t *end) {
   return *end = i + 1, T_OTHER;
 }
 
-static int add_literal(normalised_t *out, size_t start, size_t end) {
-  if (out->count == out->cap) {
-    size_t cap = out->cap ? out->cap * 2 : 16;
-    span_t *literals = realloc(out->literals, cap * sizeof *literals);
-    if (!literals) return -1;
-    out->literals = literals;
-    out->cap = cap;
+static int push_span(span_t **spans, size_t *count, size_t *cap, span_t span) {
+  if (*count == *cap) {
+    size_t grown = *cap ? *cap * 2 : 16;
+    span_t *more = realloc(*spans, grown * sizeof *more);
+    if (!more) return -1;
+    *spans = more;
+    *cap = grown;
   }
-  out->literals[out->count++] = (span_t){(uint32_t)start, (uint32_t)(end - start)};
+  (*spans)[(*count)++] = span;
+  return 0;
+}
+
+static int add_literal(normalised_t *out, size_t start, size_t end) {
+  span_t literal = {(uint32_t)start, (uint32_t)(end - start), 0};
+  if (push_span(&out->values, &out->count, &out->cap, literal) < 0) return -1;
   char placeholder[24];
   int len = snprintf(placeholder, sizeof placeholder, "$%zu", out->count);
   return bytes_append(&out->key, (const uint8_t *)placeholder, (size_t)len);
 }
 
-int normalise_query(const uint8_t *sql, size_t n, normalised_t *out) {
-  out->key.len = 0;
-  out->count = 0;
+/* ---- comment values: the reading of src/rewrite/comment-token.ts, where it is certain ---- */
+
+enum { NO_VALUE = 0, VALUE = 1, UNSURE = 2 };
+
+/* ASCII \s; a byte >= 0x80 may be part of a Unicode space, which the rewriter's \s matches. */
+static int is_ascii_space(uint8_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+/* Is c one of the (ASCII) bytes of `set`? */
+static int is_one_of(uint8_t c, const char *set) { return c != 0 && strchr(set, c) != NULL; }
+
+static const uint8_t *find(const uint8_t *s, size_t n, const char *needle, size_t len) {
+  return len <= n ? memmem(s, n, needle, len) : NULL;
+}
+
+/* Skips ASCII spaces; UNSURE when a non-ASCII byte could be a space. */
+static int skip_spaces(const uint8_t *c, size_t n, size_t *i) {
+  while (*i < n && is_ascii_space(c[*i])) (*i)++;
+  return *i < n && c[*i] >= 0x80 ? UNSURE : NO_VALUE;
+}
+
+/* `key=value` or `key='value'` after a space, comma, '*', '/' or '-': the value's span in the
+ * comment. */
+static int comment_value(const uint8_t *c, size_t n, const char *key, span_t *value) {
+  size_t key_len = strlen(key);
+  const uint8_t *found = find(c, n, key, key_len);
+  if (!found) return NO_VALUE;
+  size_t at = (size_t)(found - c) + key_len;
+  if (find(found + 1, n - (size_t)(found + 1 - c), key, key_len)) return UNSURE;
+  uint8_t before = found > c ? found[-1] : ' ';
+  if (before >= 0x80) return UNSURE;
+  if (!is_ascii_space(before) && !is_one_of(before, ",*/-")) return NO_VALUE;
+  if (skip_spaces(c, n, &at) == UNSURE) return UNSURE;
+  if (at == n || c[at] != '=') return NO_VALUE;
+  at++;
+  if (skip_spaces(c, n, &at) == UNSURE) return UNSURE;
+  size_t start = at, end;
+  if (at < n && c[at] == '\'') {
+    const uint8_t *close = memchr(c + at + 1, '\'', n - at - 1);
+    if (!close) return NO_VALUE;
+    start = at + 1;
+    end = (size_t)(close - c);
+  } else {
+    end = at;
+    while (end < n && !is_ascii_space(c[end]) && !is_one_of(c[end], ",'*/") && c[end] < 0x80) end++;
+    if (end < n && c[end] >= 0x80) return UNSURE;
+    if (end == start) return NO_VALUE;
+  }
+  for (size_t i = start; i < end; i++) {
+    /* URL-decoding and E'' quoting are left to the rewriter. */
+    if (c[i] == '%' || c[i] == '\\' || c[i] >= 0x80) return UNSURE;
+  }
+  *value = (span_t){(uint32_t)start, (uint32_t)(end - start), 0};
+  return VALUE;
+}
+
+/* A token PostgreSQL takes as is: 1 to 19 digits, at most 2^63-1. */
+static int is_valid_token(const uint8_t *v, size_t len) {
+  if (len == 0 || len > 19) return 0;
+  for (size_t i = 0; i < len; i++)
+    if (!is_digit(v[i])) return 0;
+  return len < 19 || memcmp(v, "9223372036854775807", 19) <= 0;
+}
+
+/* The value as a SQL literal in `quoted`, as one of the values still to come. */
+static int add_comment_value(normalised_t *out, const uint8_t *comment, span_t value) {
+  span_t quoted = {(uint32_t)out->quoted.len, value.len + 2, 1};
+  if (bytes_append(&out->quoted, (const uint8_t *)"'", 1) < 0 ||
+      bytes_append(&out->quoted, comment + value.start, value.len) < 0 ||
+      bytes_append(&out->quoted, (const uint8_t *)"'", 1) < 0)
+    return -1;
+  return push_span(&out->pending, &out->pending_count, &out->pending_cap, quoted);
+}
+
+/* A comment in the key: a marker when it carries values (which follow the literals), else a
+ * space. Returns NORMALISED, NOT_NORMALISABLE or NORMALISE_FAILED. */
+static int add_comment(normalised_t *out, const uint8_t *c, size_t n, const comment_keys_t *keys) {
+  span_t token, resource;
+  int has_token = comment_value(c, n, keys->token, &token);
+  int has_resource = comment_value(c, n, keys->resource, &resource);
+  if (has_token == UNSURE || has_resource == UNSURE) return NOT_NORMALISABLE;
+  if (!has_token && !has_resource) {
+    return bytes_append(&out->key, (const uint8_t *)" ", 1) < 0 ? NORMALISE_FAILED : NORMALISED;
+  }
+  char marker[8];
+  int len = snprintf(marker, sizeof marker, "/*@%s%s*/",
+                     !has_token ? "" : is_valid_token(c + token.start, token.len) ? "v" : "t",
+                     has_resource ? "r" : "");
+  if (bytes_append(&out->key, (const uint8_t *)marker, (size_t)len) < 0 ||
+      (has_token && add_comment_value(out, c, token) < 0) ||
+      (has_resource && add_comment_value(out, c, resource) < 0))
+    return NORMALISE_FAILED;
+  return NORMALISED;
+}
+
+int normalise_query(const uint8_t *sql, size_t n, const comment_keys_t *keys, normalised_t *out) {
+  out->key.len = out->quoted.len = 0;
+  out->count = out->pending_count = 0;
   size_t i = 0, copied = 0;
   while (i < n) {
     if (is_space(sql[i])) {
@@ -166,19 +268,33 @@ int normalise_query(const uint8_t *sql, size_t n, normalised_t *out) {
     size_t end;
     kind_t kind = scan_token(sql, n, i, &end);
     if (kind == T_PARAM) return NOT_NORMALISABLE;
-    if (kind == T_STRING || kind == T_NUMBER) {
-      if (bytes_append(&out->key, sql + copied, i - copied) < 0 || add_literal(out, i, end) < 0)
-        return NORMALISE_FAILED;
+    if (kind == T_STRING || kind == T_NUMBER || kind == T_COMMENT) {
+      if (bytes_append(&out->key, sql + copied, i - copied) < 0) return NORMALISE_FAILED;
+      int status = kind == T_COMMENT ? add_comment(out, sql + i, end - i, keys)
+                                     : add_literal(out, i, end) < 0 ? NORMALISE_FAILED
+                                                                    : NORMALISED;
+      if (status != NORMALISED) return status;
       copied = end;
     }
     i = end;
   }
-  return bytes_append(&out->key, sql + copied, n - copied) < 0 ? NORMALISE_FAILED : NORMALISED;
+  if (bytes_append(&out->key, sql + copied, n - copied) < 0) return NORMALISE_FAILED;
+  for (size_t k = 0; k < out->pending_count; k++) {
+    if (push_span(&out->values, &out->count, &out->cap, out->pending[k]) < 0)
+      return NORMALISE_FAILED;
+  }
+  return NORMALISED;
+}
+
+const uint8_t *value_bytes(const normalised_t *out, const uint8_t *sql, const span_t *value) {
+  return (value->quoted_value ? out->quoted.data : sql) + value->start;
 }
 
 void normalised_free(normalised_t *out) {
   bytes_free(&out->key);
-  free(out->literals);
-  out->literals = NULL;
-  out->count = out->cap = 0;
+  bytes_free(&out->quoted);
+  free(out->values);
+  free(out->pending);
+  out->values = out->pending = NULL;
+  out->count = out->cap = out->pending_count = out->pending_cap = 0;
 }

@@ -44,7 +44,7 @@ static _Thread_local normalised_t scratch;
 /* A proxy's Query templates and the JavaScript function that makes a missing one. */
 typedef struct {
   query_cache_t cache;
-  napi_env env;
+  comment_keys_t keys;
   napi_ref template_for;
 } shared_cache_t;
 
@@ -363,7 +363,7 @@ static int deliver_cached_query(relay_t *r, batch_t *b, const uint8_t *message, 
   const uint8_t *text = message + HEADER_BYTES;
   size_t len = n - HEADER_BYTES - 1;
   if (memchr(text, 0, len) != NULL) return ASK_JS;
-  if (normalise_query(text, len, &scratch) != NORMALISED) return ASK_JS;
+  if (normalise_query(text, len, &r->queries->keys, &scratch) != NORMALISED) return ASK_JS;
   uint64_t hash = query_cache_hash(&scratch.key);
   cache_entry_t *e = query_cache_get(&r->queries->cache, &scratch.key, hash);
   if (!e && !(e = learn_template(r, hash))) {
@@ -792,57 +792,89 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   return wrapper;
 }
 
+static void free_keys(comment_keys_t *keys) {
+  free((char *)keys->token);
+  free((char *)keys->resource);
+}
+
 static void shared_cache_finalize(napi_env env, void *data, void *hint) {
   (void)hint;
   shared_cache_t *shared = data;
   napi_delete_reference(env, shared->template_for);
   query_cache_free(&shared->cache);
+  free_keys(&shared->keys);
   free(shared);
 }
 
-/* createQueryCache(capacity, templateFor) → an object to pass as a relay's queryCache. */
+/* A JavaScript string as a C string (latin1: the keys are ASCII); NULL when out of memory. */
+static char *latin1_string(napi_env env, napi_value value) {
+  size_t len = 0;
+  if (napi_get_value_string_latin1(env, value, NULL, 0, &len) != napi_ok) return NULL;
+  char *text = malloc(len + 1);
+  if (text) napi_get_value_string_latin1(env, value, text, len + 1, &len);
+  return text;
+}
+
+/* { token, resource }: the comment keys. Returns -1 when they are not strings or memory ran out. */
+static int read_keys(napi_env env, napi_value object, comment_keys_t *keys) {
+  keys->token = latin1_string(env, get_named(env, object, "token"));
+  keys->resource = latin1_string(env, get_named(env, object, "resource"));
+  return keys->token && keys->resource ? 0 : -1;
+}
+
+/* createQueryCache(capacity, { token, resource }, templateFor) → an object to pass as a relay's
+ * queryCache. */
 static napi_value js_create_query_cache(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2], wrapper;
+  size_t argc = 3;
+  napi_value argv[3], wrapper;
   uint32_t capacity;
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   CHECK(napi_get_value_uint32(env, argv[0], &capacity));
   CHECK(napi_create_object(env, &wrapper));
   shared_cache_t *shared = calloc(1, sizeof *shared);
-  if (!shared || query_cache_init(&shared->cache, capacity) < 0) {
+  if (!shared || read_keys(env, argv[1], &shared->keys) < 0 ||
+      query_cache_init(&shared->cache, capacity) < 0) {
+    if (shared) free_keys(&shared->keys);
     free(shared);
-    napi_throw_error(env, NULL, "pgfence relay: out of memory");
+    napi_throw_error(env, NULL, "pgfence relay: the comment keys are strings; or out of memory");
     return NULL;
   }
-  shared->env = env;
-  CHECK(napi_create_reference(env, argv[1], 1, &shared->template_for));
+  CHECK(napi_create_reference(env, argv[2], 1, &shared->template_for));
   CHECK(napi_wrap(env, wrapper, shared, shared_cache_finalize, NULL, NULL));
   return wrapper;
 }
 
-/* normaliseQuery(text: Buffer) → { key: Buffer, literals: [start, length, ...] }, or null when
- * the text takes the uncached path. For tests. */
+/* normaliseQuery(text: Buffer, { token, resource }) → { key: Buffer, values: Buffer[] }, or
+ * null when the text takes the uncached path. For tests. */
 static napi_value js_normalise_query(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1], result, literals, number;
+  size_t argc = 2;
+  napi_value argv[2], result, values;
   void *data;
   size_t len;
+  comment_keys_t keys = {NULL, NULL};
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   CHECK(napi_get_buffer_info(env, argv[0], &data, &len));
-  if (normalise_query(data, len, &scratch) != NORMALISED) {
+  int status = read_keys(env, argv[1], &keys) < 0
+                   ? NORMALISE_FAILED
+                   : normalise_query(data, len, &keys, &scratch);
+  free_keys(&keys);
+  if (status == NORMALISE_FAILED) {
+    napi_throw_error(env, NULL, "pgfence relay: the comment keys are strings; or out of memory");
+    return NULL;
+  }
+  if (status == NOT_NORMALISABLE) {
     CHECK(napi_get_null(env, &result));
     return result;
   }
   CHECK(napi_create_object(env, &result));
   napi_set_named_property(env, result, "key", buffer_copy(env, scratch.key.data, scratch.key.len));
-  CHECK(napi_create_array_with_length(env, scratch.count * 2, &literals));
+  CHECK(napi_create_array_with_length(env, scratch.count, &values));
   for (size_t i = 0; i < scratch.count; i++) {
-    napi_create_uint32(env, scratch.literals[i].start, &number);
-    napi_set_element(env, literals, (uint32_t)(2 * i), number);
-    napi_create_uint32(env, scratch.literals[i].len, &number);
-    napi_set_element(env, literals, (uint32_t)(2 * i + 1), number);
+    const span_t *value = &scratch.values[i];
+    napi_set_element(env, values, (uint32_t)i,
+                     buffer_copy(env, value_bytes(&scratch, data, value), value->len));
   }
-  napi_set_named_property(env, result, "literals", literals);
+  napi_set_named_property(env, result, "values", values);
   return result;
 }
 

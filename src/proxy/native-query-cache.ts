@@ -11,8 +11,10 @@ export function createNativeQueryCache(
   rewriter: StatementRewriter,
   capacity = 4096,
 ): NativeQueryCache | null {
-  if (!nativeRelayModule || !rewriter.templateForQuery) return null
-  return nativeRelayModule.createQueryCache(capacity, (key) => templateFor(rewriter, key))
+  if (!nativeRelayModule || !rewriter.templateForQuery || !rewriter.commentKeys) return null
+  return nativeRelayModule.createQueryCache(capacity, rewriter.commentKeys, (key) =>
+    templateFor(rewriter, key),
+  )
 }
 
 /** The template in the key's own encoding, so that the relay's byte splicing round-trips. */

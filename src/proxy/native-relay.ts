@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module'
 import type net from 'node:net'
+import type { CommentKeys } from '../rewrite/normalise.js'
 
 /** What is left when a native relay stops: bytes not yet written, and where the server stands. */
 export interface RelayRemainder {
@@ -43,13 +44,18 @@ export type NativeTemplate = { parts: Buffer[]; holes: number[] } | null | undef
 interface NativeRelayModule {
   relay(clientFd: number, serverFd: number, options: NativeRelayOptions): NativeRelay
   /**
-   * A cache of Query rewrite templates by literal-normalised text: on a miss the relay calls
-   * `templateFor` with the text (literals as `$1`, `$2`…), which returns the template in the
-   * text's encoding, undefined (pass unchanged) or null (hand each such Query to onMessage).
+   * A cache of Query rewrite templates by normalised text (src/rewrite/normalise.ts, reading
+   * the values of `keys` in comments): on a miss the relay calls `templateFor` with the text,
+   * which returns the template in the text's encoding, undefined (pass unchanged) or null (hand
+   * each such Query to onMessage).
    */
-  createQueryCache(capacity: number, templateFor: (key: Buffer) => NativeTemplate): NativeQueryCache
+  createQueryCache(
+    capacity: number,
+    keys: CommentKeys,
+    templateFor: (key: Buffer) => NativeTemplate,
+  ): NativeQueryCache
   /** The relay's normalisation of a Query text, or null when it leaves the text to onMessage. */
-  normaliseQuery(text: Buffer): { key: Buffer; literals: number[] } | null
+  normaliseQuery(text: Buffer, keys: CommentKeys): { key: Buffer; values: Buffer[] } | null
 }
 
 /** The compiled relay (src/native/relay.c), or null when it was not built. */

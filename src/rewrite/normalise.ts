@@ -1,5 +1,5 @@
 import { findCommentTokens, isValidToken } from './comment-token.js'
-import { highestParam, type Token } from './lexer.js'
+import { highestParam, tokenize, type Token } from './lexer.js'
 import { quoteLiteral } from './sql-text.js'
 
 /** The comment keys pgfence reads: the fencing token and the resource name. */
@@ -65,6 +65,31 @@ const tokenKind = (values: CommentValues): string =>
  */
 const marker = (values: CommentValues): string =>
   `/*@${tokenKind(values)}${values.resource === undefined ? '' : 'r'}*/`
+
+/** A marker as `marker` writes it: the token kind, and whether a resource follows. */
+const MARKER = /^\/\*@([vt]?)(r?)\*\/$/
+
+/**
+ * The marks of a normalised text that has no parameters of its own (base 1), from its markers:
+ * their values are the placeholders after the literals', in order, as `normalise` numbers them.
+ */
+export function marksOf(text: string): CommentMark[] {
+  const tokens = tokenize(text)
+  let next = highestParam(tokens, text)
+  const marks: CommentMark[] = []
+  for (const token of tokens) {
+    const found = token.kind === 'comment' && MARKER.exec(text.slice(token.start, token.end))
+    if (!found) continue
+    const mark: CommentMark = { position: token.start }
+    if (found[1]) {
+      mark.token = `$${++next}`
+      mark.tokenValid = found[1] === 'v'
+    }
+    if (found[2]) mark.resource = `$${++next}`
+    marks.push(mark)
+  }
+  return marks
+}
 
 export function normalise(sql: string, tokens: Token[], keys: CommentKeys): Normalised {
   const base = highestParam(tokens, sql) + 1

@@ -5,7 +5,7 @@ import { truncateGate } from './fence-resource.js'
 import { fenceStatement, type FenceContext } from './fence-statement.js'
 import { highestParam, tokenize } from './lexer.js'
 import { Lru } from './lru.js'
-import { exactMarks, normalise, type CommentKeys, type CommentMark } from './normalise.js'
+import { exactMarks, marksOf, normalise, type CommentKeys, type CommentMark } from './normalise.js'
 import { createPrefilter } from './prefilter.js'
 import { Refusal, refusalSql } from './refusal.js'
 import type { StatementRewriter } from './statement-rewriter.js'
@@ -35,7 +35,7 @@ export class FencingRewriter implements StatementRewriter {
   parses = 0
   private readonly tables: FencedTable[]
   private readonly resources: ResourceTable[]
-  private readonly commentKeys: CommentKeys
+  readonly commentKeys: CommentKeys
   private readonly mayTouchFencedTable: (sql: string) => boolean
   readonly prefilterNeedles: readonly string[]
   private readonly cache: Lru<CacheEntry>
@@ -73,7 +73,7 @@ export class FencingRewriter implements StatementRewriter {
   }
 
   templateForQuery(text: string): Template | null | undefined {
-    const entry = this.templateFor(text, 1, exactMarks(text, tokenize(text), this.commentKeys))
+    const entry = this.templateFor(text, 1, marksOf(text))
     if (entry.kind === 'template') return entry.template
     return entry.kind === 'unchanged' ? undefined : null
   }

@@ -1,3 +1,4 @@
+import type { CommentKeys } from './normalise.js'
 import type { Template } from './template.js'
 
 /**
@@ -8,11 +9,13 @@ export interface StatementRewriter {
   /** Simple-protocol Query text; null means forward the original bytes unchanged. */
   rewriteQuery(sql: string): string | null
   /**
-   * The rewrite template of a Query text whose literals were replaced by `$1`, `$2`… in order
-   * (comments kept), for a cache outside the rewriter: undefined when such texts pass
+   * The rewrite template of a Query text normalised as src/rewrite/normalise.ts does it (with
+   * no parameters of its own), for a cache outside the rewriter: undefined when such texts pass
    * unchanged, null when only each exact text can be rewritten (through rewriteQuery).
    */
   templateForQuery?(text: string): Template | null | undefined
+  /** The comment keys that normalisation reads values of. */
+  readonly commentKeys?: CommentKeys
   /** Extended-protocol Parse text; null means forward the original bytes unchanged. */
   rewriteParse(sql: string): string | null
   /**

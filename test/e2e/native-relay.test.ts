@@ -128,6 +128,7 @@ async function countingProxy(queryCacheSize?: number) {
   const calls = { templateForQuery: 0, rewriteQuery: 0 }
   const rewriter: StatementRewriter = {
     prefilterNeedles: inner.prefilterNeedles,
+    commentKeys: inner.commentKeys,
     rewriteParse: (sql) => inner.rewriteParse(sql),
     rewriteQuery: (sql) => (calls.rewriteQuery++, inner.rewriteQuery(sql)),
     templateForQuery: (text) => (calls.templateForQuery++, inner.templateForQuery(text)),
@@ -151,23 +152,32 @@ describe('the native Query template cache', () => {
 
   const hitsOf2 = async () => (await direct('SELECT hits FROM counters WHERE id = 2')).rows[0].hits
 
-  test('texts that differ only in literals share one template, filled in C', async () => {
+  test('texts that differ only in literals and comment values share one template, filled in C', async () => {
     const { client, calls, close } = await countingProxy()
+    const sql = (hits: number) =>
+      `UPDATE counters SET hits = ${hits} WHERE id = 2 RETURNING hits, fencing_token`
     try {
       for (let hits = 1; hits <= 20; hits++) {
-        const sql = `UPDATE counters SET hits = ${hits} WHERE id = 2 /* fencing_token=100 */`
-        const { rows } = await client.query(`${sql} RETURNING hits, fencing_token`)
-        expect(rows).toEqual([{ hits, fencing_token: '100' }])
+        const comment = `/*traceparent='00-${hits}-01',fencing_token='${100 + hits}'*/`
+        const { rows } = await client.query(`${comment} ${sql(hits)}`)
+        expect(rows).toEqual([{ hits, fencing_token: String(100 + hits) }])
       }
-      expect(calls).toEqual({ templateForQuery: 1, rewriteQuery: 0 })
-      // The comment is part of the key: another token is another template, and a stale one
-      // is refused by it.
-      const stale = client.query('UPDATE counters SET hits = 0 WHERE id = 2 /* fencing_token=99 */')
+      const stale = client.query(`/*traceparent='00-x-01',fencing_token='99'*/ ${sql(0)}`)
       await expect(stale).rejects.toMatchObject({ code: 'PF409' })
       expect(await hitsOf2()).toBe(20)
-      await client.query('UPDATE counters SET hits = 21 WHERE id = 2 /* fencing_token=101 */')
-      expect(calls).toEqual({ templateForQuery: 3, rewriteQuery: 0 })
-      expect(await hitsOf2()).toBe(21)
+      expect(calls).toEqual({ templateForQuery: 1, rewriteQuery: 0 })
+      // A token the helpers must judge (PF400) is rewritten differently: another template.
+      const invalid = client.query(
+        "/*fencing_token='abc'*/ UPDATE counters SET hits = 0 WHERE id = 2",
+      )
+      await expect(invalid).rejects.toMatchObject({ code: 'PF400' })
+      expect(calls).toEqual({ templateForQuery: 2, rewriteQuery: 0 })
+      // A URL-encoded token is read by the rewriter itself.
+      await client.query("/*fencing_token='1%32%31'*/ UPDATE counters SET hits = 21 WHERE id = 2")
+      expect(calls).toEqual({ templateForQuery: 2, rewriteQuery: 1 })
+      expect((await direct('SELECT hits, fencing_token FROM counters WHERE id = 2')).rows).toEqual([
+        { hits: 21, fencing_token: '121' },
+      ])
     } finally {
       await close()
     }
@@ -177,11 +187,11 @@ describe('the native Query template cache', () => {
     const { client, calls, close } = await countingProxy()
     try {
       // Adjacent string constants on two lines are one constant; placeholders are not.
-      const sql = `UPDATE counters SET hits = length('ab'\n'c') WHERE id = 2 /* fencing_token=102 */`
+      const sql = `UPDATE counters SET hits = length('ab'\n'c') WHERE id = 2 /* fencing_token=122 */`
       for (let i = 0; i < 2; i++) await client.query(sql)
       expect(calls).toEqual({ templateForQuery: 1, rewriteQuery: 2 })
       expect(await hitsOf2()).toBe(3)
-      const stale = client.query(sql.replace('102', '101'))
+      const stale = client.query(sql.replace('122', '101'))
       await expect(stale).rejects.toMatchObject({ code: 'PF409' })
     } finally {
       await close()
@@ -192,7 +202,7 @@ describe('the native Query template cache', () => {
     const { client, calls, close } = await countingProxy(4)
     try {
       const variant = (k: number) =>
-        `UPDATE counters SET hits = hits + 1 WHERE id = 2 /* fencing_token=103 */ /* v${k} */`
+        `UPDATE counters SET hits = hits + 1 WHERE id = 2 /* fencing_token=123 */ ${'+ 0 '.repeat(k)}`
       const before = await hitsOf2()
       for (let round = 0; round < 2; round++) {
         for (let k = 0; k < 6; k++) await client.query(variant(k))

@@ -1,42 +1,25 @@
 import { describe, expect, test } from 'vitest'
 import { tokenize } from '../../src/rewrite/lexer.js'
+import { normalise } from '../../src/rewrite/normalise.js'
 import { nativeRelayModule } from '../../src/proxy/native-relay.js'
 
-const native = () => {
+const keys = { token: 'fencing_token', resource: 'fencing_resource' }
+
+/** The relay's normalisation of a text, as text. */
+function normaliseNatively(sql: string): { text: string; values: string[] } | null {
   expect(nativeRelayModule, 'the native relay is built by npm ci').not.toBeNull()
-  return nativeRelayModule!
-}
-
-/** The relay's key for a text, and the literals it took out, as text. */
-function normaliseNatively(sql: string): { key: string; literals: string[] } | null {
-  const bytes = Buffer.from(sql)
-  const result = native().normaliseQuery(bytes)
+  const result = nativeRelayModule!.normaliseQuery(Buffer.from(sql), keys)
   if (result === null) return null
-  const literals: string[] = []
-  for (let i = 0; i < result.literals.length; i += 2) {
-    const start = result.literals[i]!
-    literals.push(bytes.subarray(start, start + result.literals[i + 1]!).toString())
-  }
-  return { key: result.key.toString(), literals }
+  return { text: result.key.toString(), values: result.values.map((v) => v.toString()) }
 }
 
-/** The same normalisation from the TypeScript lexer: the two must agree on every text. */
-function normaliseInTypeScript(sql: string): { key: string; literals: string[] } | null {
-  const tokens = tokenize(sql)
-  if (tokens.some((t) => t.kind === 'param')) return null
-  let key = ''
-  let copied = 0
-  const literals: string[] = []
-  for (const token of tokens) {
-    if (token.kind !== 'string' && token.kind !== 'number') continue
-    literals.push(sql.slice(token.start, token.end))
-    key += `${sql.slice(copied, token.start)}$${literals.length}`
-    copied = token.end
-  }
-  return { key: key + sql.slice(copied), literals }
+/** The rewriter's normalisation of the same text: the relay must agree with it exactly. */
+function normaliseInTypeScript(sql: string): { text: string; values: string[] } {
+  const { text, values } = normalise(sql, tokenize(sql), keys)
+  return { text, values }
 }
 
-const corpus = [
+const agreed = [
   "UPDATE pgbench_accounts SET abalance = abalance + -4021 WHERE aid = 77 /*fencing_token='1'*/",
   "UPDATE t SET a = 'it''s /* no */', b = E'a\\'b -- no' WHERE id = 1.5e3",
   'SELECT $$ /* x */ $$, $fn$ -- $$ $fn$, $a$ unterminated',
@@ -49,34 +32,56 @@ const corpus = [
   'SELECT /* unterminated',
   'x[1:2]::int4 - 3 + $ + $$',
   '',
+  // sqlcommenter: other pairs are dropped with the comment, the values become placeholders
+  "/*traceparent='00-4bf92f-00f067-01',fencing_token='103'*/ UPDATE t SET a = 1",
+  "UPDATE t SET a = 2 /*fencing_resource='jobs/7',fencing_token='12',route='%2Fx'*/",
+  'UPDATE t SET a = 3 /* fencing_token = 1 */ -- fencing_resource=r1',
+  'UPDATE t SET a = 4 /* fencing_token=9223372036854775808 */ /* fencing_token=abc */',
+  'UPDATE t SET a = 5 /* my_fencing_token=5 */ /* fencing_token */ /* fencing_token= */',
+  "UPDATE t SET a = 6 /* fencing_token='7 */ /* x,fencing_token=8,y */ /*-fencing_token=9*/",
+  'UPDATE t SET a = 7 /* fencing_token=0099 */ /* fencing_token=9223372036854775807 */',
+  'SELECT \'/* fencing_token=1 */\', $$-- fencing_token=2$$, "/*fencing_token=3*/"',
+]
+
+/** Texts whose comments the relay leaves to the rewriter: it could read them differently. */
+const leftToTheRewriter = [
+  'UPDATE t SET a = $1 WHERE id = 2',
+  "UPDATE t SET a = 1 /*fencing_token='1%30'*/",
+  'UPDATE t SET a = 1 /* fencing_token=\\1 */',
+  'UPDATE t SET a = 1 /*\u00a0fencing_token=5 */',
+  'UPDATE t SET a = 1 /* fencing_token\u3000=5 */',
+  'UPDATE t SET a = 1 /* fencing_token=5ü */',
+  'UPDATE t SET a = 1 /* fencing_token=5, fencing_token=6 */',
 ]
 
 describe('the native Query normalisation', () => {
-  test.each(corpus)('agrees with the TypeScript lexer: %s', (sql) => {
+  test.each(agreed)('agrees with the rewriter: %s', (sql) => {
     expect(normaliseNatively(sql)).toEqual(normaliseInTypeScript(sql))
   })
 
-  test('literals become numbered placeholders; comments and identifiers stay', () => {
+  test.each(leftToTheRewriter)('leaves to the rewriter: %s', (sql) => {
+    expect(normaliseNatively(sql)).toBeNull()
+  })
+
+  test('literals and comment values become numbered placeholders, other comments a space', () => {
     expect(
-      normaliseNatively("UPDATE t SET a = 'x', b = 42 WHERE id = 7 /* fencing_token=5 */"),
+      normaliseNatively(
+        "UPDATE t SET a = 'x', b = 42 /* note */ WHERE id = 7 /* fencing_token=5 */",
+      ),
     ).toEqual({
-      key: 'UPDATE t SET a = $1, b = $2 WHERE id = $3 /* fencing_token=5 */',
-      literals: ["'x'", '42', '7'],
+      text: 'UPDATE t SET a = $1, b = $2   WHERE id = $3 /*@v*/',
+      values: ["'x'", '42', '7', "'5'"],
     })
   })
 
-  test('a text with parameters of its own is left to the uncached path', () => {
-    expect(normaliseNatively('UPDATE t SET a = $1 WHERE id = 2')).toBeNull()
-  })
-
-  test('bytes that are not UTF-8 are literal bytes like any other', () => {
+  test('bytes that are not UTF-8 are values like any other', () => {
     const bytes = Buffer.concat([
       Buffer.from("UPDATE t SET a = '"),
       Buffer.from([0xe9, 0xff]),
       Buffer.from("' WHERE \xe9 = 1", 'latin1'),
     ])
-    const result = native().normaliseQuery(bytes)!
+    const result = nativeRelayModule!.normaliseQuery(bytes, keys)!
     expect(result.key.toString('latin1')).toBe('UPDATE t SET a = $1 WHERE \xe9 = $2')
-    expect(result.literals).toEqual([17, 4, 32, 1])
+    expect(result.values).toEqual([bytes.subarray(17, 21), Buffer.from('1')])
   })
 })
