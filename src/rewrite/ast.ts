@@ -1,4 +1,5 @@
 import { parseSync } from 'libpg-query'
+import { usualTokenAdmitted } from '../schema/fence-helpers.js'
 import { quoteLiteral } from './sql-text.js'
 
 // Parse-tree nodes are plain JSON from the PostgreSQL parser.
@@ -25,6 +26,12 @@ export interface TokenSource {
   commentTokenValid: boolean
   /** Refuse tokens above the highest one the token sequence has issued. */
   rejectUnissued: boolean
+  /**
+   * The statement is planned once and run many times (a named prepared statement): the usual
+   * session-token check is then inline built-ins, cheaper per row than a PL/pgSQL call. A
+   * statement planned at every run pays more for planning those than for the call.
+   */
+  planOnce: boolean
 }
 
 /**
@@ -51,7 +58,11 @@ export function fenceCall(
     return constantTokenFence(helper, column, source.commentToken, names)
   }
   const setting = quoteLiteral(source.setting)
-  return `pgfence.${helper}(${column}, ${source.commentToken}, ${setting}, ${required}, ${names}, ${source.rejectUnissued})`
+  const call = `pgfence.${helper}(${column}, ${source.commentToken}, ${setting}, ${required}, ${names}, ${source.rejectUnissued})`
+  if (!source.planOnce || source.commentToken !== 'NULL' || source.rejectUnissued) return call
+  const token = `pg_catalog.current_setting(${setting}, true)`
+  const admitted = helper === 'advance_token' ? `${token}::bigint` : 'true'
+  return `CASE WHEN ${usualTokenAdmitted(token, column)} THEN ${admitted} ELSE ${call} END`
 }
 
 /**

@@ -78,9 +78,9 @@ export class FencingRewriter implements StatementRewriter {
     return entry.kind === 'unchanged' ? undefined : null
   }
 
-  rewriteParse(sql: string): string | null {
+  rewriteParse(sql: string, named = false): string | null {
     if (!this.mayTouchFencedTable(sql)) return null
-    return this.cachedExact(`p\0${sql}`, sql, true)
+    return this.cachedExact(`${named ? 'n' : 'p'}\0${sql}`, sql, true, named)
   }
 
   /** The rewrite of one text, uncached, with the refusals it holds (for `pgfence explain`). */
@@ -104,12 +104,13 @@ export class FencingRewriter implements StatementRewriter {
   }
 
   /** `isParse`: a refusal must then accept the statement's parameters. */
-  private cachedExact(key: string, sql: string, isParse: boolean): string | null {
+  private cachedExact(key: string, sql: string, isParse: boolean, planOnce = false): string | null {
     let entry = this.cache.get(key)
     if (entry === undefined) {
       const tokens = tokenize(sql)
       const marks = exactMarks(sql, tokens, this.commentKeys)
-      const { upstream } = this.rewriteExact(sql, marks, isParse ? highestParam(tokens, sql) : 0)
+      const parameterCount = isParse ? highestParam(tokens, sql) : 0
+      const { upstream } = this.rewriteExact(sql, marks, parameterCount, planOnce)
       entry = upstream === null ? unchanged : { kind: 'text', text: upstream }
       this.cache.set(key, entry)
     }
@@ -117,9 +118,14 @@ export class FencingRewriter implements StatementRewriter {
   }
 
   /** A text that mentions a fenced table but does not parse is refused, never passed through. */
-  private rewriteExact(sql: string, marks: CommentMark[], parameterCount: number): Rewrite {
+  private rewriteExact(
+    sql: string,
+    marks: CommentMark[],
+    parameterCount: number,
+    planOnce = false,
+  ): Rewrite {
     try {
-      return this.rewriteStatements(sql, marks, parameterCount)
+      return this.rewriteStatements(sql, marks, parameterCount, planOnce)
     } catch (err) {
       const refusal = new Refusal(
         'PF501',
@@ -131,8 +137,16 @@ export class FencingRewriter implements StatementRewriter {
     }
   }
 
-  /** Rewrites each statement of the text on its own and splices the results in. */
-  private rewriteStatements(text: string, marks: CommentMark[], parameterCount: number): Rewrite {
+  /**
+   * Rewrites each statement of the text on its own and splices the results in. `planOnce`: the
+   * text is a named prepared statement's.
+   */
+  private rewriteStatements(
+    text: string,
+    marks: CommentMark[],
+    parameterCount: number,
+    planOnce = false,
+  ): Rewrite {
     this.parses++
     const tree = parseSync(text) as {
       stmts: { stmt: unknown; stmt_location?: number; stmt_len?: number }[]
@@ -159,6 +173,7 @@ export class FencingRewriter implements StatementRewriter {
         rejectUnissued: this.fencing.rejectUnissuedTokens,
         commentToken: tokenMark?.token ?? 'NULL',
         commentTokenValid: tokenMark?.tokenValid ?? false,
+        planOnce: planOnce || 'PrepareStmt' in (entry.stmt as object),
         commentResource: inStatement.find((m) => m.resource)?.resource ?? 'NULL',
       }
       let replacement: string

@@ -1,10 +1,13 @@
 /**
- * The usual case of a fenced write in one PL/pgSQL condition of built-ins: a token of up to 18
- * digits (so the cast cannot fail) that is not lower than the committed one.
+ * The usual case of a fenced write as one condition of built-ins: a token of up to 18 digits
+ * (so the cast cannot fail) that is not lower than the committed one. Every other case goes to
+ * the helpers below, which tell PF409, PF428 and PF400 apart.
  */
-const usualTokenAdmitted = `NOT unissued
-    AND coalesce(comment_token, pg_catalog.current_setting(setting, true)) ~ '^[0-9]{1,18}$'
-    AND coalesce(comment_token, pg_catalog.current_setting(setting, true))::bigint >= committed`
+export const usualTokenAdmitted = (token: string, committed: string): string =>
+  `${token} ~ '^[0-9]{1,18}$' AND ${token}::bigint >= ${committed}`
+
+const helperToken = 'coalesce(comment_token, pg_catalog.current_setting(setting, true))'
+const helperFastPath = `NOT unissued AND ${usualTokenAdmitted(helperToken, 'committed')}`
 
 /**
  * The PL/pgSQL helpers that rewritten statements call. Every rejection is raised inside
@@ -117,7 +120,7 @@ CREATE OR REPLACE FUNCTION pgfence.advance_token(
   unissued boolean
 ) RETURNS bigint LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
-  IF ${usualTokenAdmitted} THEN
+  IF ${helperFastPath} THEN
     RETURN coalesce(comment_token, pg_catalog.current_setting(setting, true))::bigint;
   END IF;
   RETURN pgfence.advance(committed, CASE
@@ -132,7 +135,7 @@ CREATE OR REPLACE FUNCTION pgfence.admits(
   unissued boolean
 ) RETURNS boolean LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
-  IF ${usualTokenAdmitted} THEN
+  IF ${helperFastPath} THEN
     RETURN true;
   END IF;
   RETURN pgfence.advance_token(committed, comment_token, setting, required, rel, col, unissued)

@@ -174,6 +174,47 @@ describe('comment tokens', () => {
   })
 })
 
+describe('named statements, whose usual token check is inline', () => {
+  const named = (sql: string, values: unknown[]) => app.query({ name: sql, text: sql, values })
+  const update = (status: string) =>
+    named('UPDATE invoices SET status = $1 WHERE id = $2', [status, 99])
+
+  test('every session token is judged as the helpers judge it', async () => {
+    await stack.seed(99, '102')
+    for (const [token, code] of [
+      ['abc', 'PF400'],
+      ['-5', 'PF400'],
+      [' 103', 'PF400'],
+      ['99999999999999999999', 'PF400'],
+      ['', 'PF428'],
+      ['101', 'PF409'],
+    ]) {
+      await app.query(`SET app.fencing_token = '${token}'`)
+      expect(await sqlstateOf(update(token))).toBe(code)
+    }
+    expect(await stack.invoice(99)).toEqual({ status: 'PENDING', fencing_token: '102' })
+    // 19 digits take the helpers' path: compared exactly all the same.
+    await app.query("SET app.fencing_token = '1000000000000000001'")
+    await update('HUGE')
+    await app.query("SET app.fencing_token = '1000000000000000000'")
+    expect(await sqlstateOf(update('LOWER'))).toBe('PF409')
+    expect(await stack.invoice(99)).toEqual({
+      status: 'HUGE',
+      fencing_token: '1000000000000000001',
+    })
+  })
+
+  test('a stale named DELETE is refused and the row survives', async () => {
+    await stack.seed(99, '102')
+    await app.query('SET app.fencing_token = 101')
+    const remove = () => named('DELETE FROM invoices WHERE id = $1', [99])
+    expect(await sqlstateOf(remove())).toBe('PF409')
+    expect(await stack.invoice(99)).toEqual({ status: 'PENDING', fencing_token: '102' })
+    await app.query('SET app.fencing_token = 102')
+    expect((await remove()).rowCount).toBe(1)
+  })
+})
+
 describe('transactions and multi-statement queries', () => {
   test('PF409 aborts an explicit transaction: COMMIT reports ROLLBACK and nothing lands', async () => {
     await stack.seed(99, '102')

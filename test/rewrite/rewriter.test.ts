@@ -93,6 +93,20 @@ describe('write shapes', () => {
     )
   })
 
+  test('a named statement checks the usual session token inline, an unnamed one calls the helper', () => {
+    const sql = 'UPDATE invoices SET status = $1 WHERE id = $2'
+    const call = /pgfence\.advance_token\(invoices\.fencing_token, NULL, 'app\.fencing_token'/
+    expect(rewriter.rewriteParse(sql)).toMatch(new RegExp(`fencing_token = ${call.source}`))
+    const named = rewriter.rewriteParse(sql, true)
+    expect(named).toMatch(
+      /fencing_token = CASE WHEN pg_catalog\.current_setting\('app\.fencing_token', true\) ~ /,
+    )
+    expect(named).toMatch(new RegExp(`ELSE ${call.source}.* END WHERE`))
+    // A comment token is a constant: the same rewrite either way.
+    const commented = `${sql} /* fencing_token=5 */`
+    expect(rewriter.rewriteParse(commented, true)).toBe(rewriter.rewriteParse(commented))
+  })
+
   test('parameter numbering is kept', () => {
     expect(rewriter.rewriteParse('UPDATE invoices SET status = $2 WHERE id = $1')).toMatch(
       /^UPDATE invoices SET status = \$2,.* WHERE id = \$1$/,
