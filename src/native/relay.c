@@ -295,7 +295,7 @@ static int deliver_to_js(relay_t *r, batch_t *b, const uint8_t *message, size_t 
 
 /* The entry JavaScript made of templateFor(key): undefined (unchanged), null (exact only) or
  * { parts: Buffer[], holes: number[] }. NULL when out of memory. */
-static cache_entry_t *entry_from_js(napi_env env, napi_value value, size_t literal_count) {
+static cache_entry_t *entry_from_js(napi_env env, napi_value value, size_t value_count) {
   cache_entry_t *e = calloc(1, sizeof *e);
   if (!e) return NULL;
   napi_valuetype type;
@@ -323,7 +323,7 @@ static cache_entry_t *entry_from_js(napi_env env, napi_value value, size_t liter
     napi_value hole;
     napi_get_element(env, holes, i, &hole);
     napi_get_value_uint32(env, hole, &e->holes[i]);
-    if (e->holes[i] >= literal_count) return e; /* not a template for this key: exact only */
+    if (e->holes[i] >= value_count) return e; /* not a template for this key: exact only */
   }
   e->hole_count = hole_count;
   e->kind = ENTRY_TEMPLATE;
@@ -359,7 +359,9 @@ enum { ASK_JS = 1 };
  * JavaScript can rewrite it. */
 static int deliver_cached_query(relay_t *r, batch_t *b, const uint8_t *message, size_t n,
                                 uint8_t *owned) {
-  if (n <= HEADER_BYTES || n - HEADER_BYTES - 1 > MAX_CACHED_QUERY) return ASK_JS;
+  /* A text with a NUL inside, or none at its end, is PostgreSQL's to refuse. */
+  if (n <= HEADER_BYTES || n - HEADER_BYTES - 1 > MAX_CACHED_QUERY || message[n - 1] != 0)
+    return ASK_JS;
   const uint8_t *text = message + HEADER_BYTES;
   size_t len = n - HEADER_BYTES - 1;
   if (memchr(text, 0, len) != NULL) return ASK_JS;
