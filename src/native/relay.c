@@ -7,7 +7,8 @@
  * asks for (Query, Parse, Terminate) are handed to JavaScript whole, which returns the bytes to
  * send in their place; a Query whose literal-normalised text has a cached rewrite template is
  * rewritten here instead (query-cache.h). Server→client bytes pass untouched; their boundaries are followed so that
- * ErrorResponses can be reported and the proxy knows where it may insert an error of its own.
+ * ErrorResponses and ParameterStatus messages can be reported and the proxy knows where it may
+ * insert an error of its own.
  */
 #define NAPI_VERSION 8
 #include <errno.h>
@@ -27,13 +28,14 @@
 #define HEADER_BYTES 5
 #define READ_BYTES (64 * 1024)
 #define MAX_SEGMENTS 64
-/* ErrorResponses larger than this are forwarded but not reported. */
-#define MAX_REPORTED_ERROR (64 * 1024)
+/* Reported server messages larger than this are forwarded but not reported. */
+#define MAX_REPORTED_MESSAGE (64 * 1024)
 #define ERROR_RESPONSE 'E'
+#define PARAMETER_STATUS 'S'
 /* Query texts longer than this take the uncached path through JavaScript. */
 #define MAX_CACHED_QUERY (64 * 1024)
 
-enum callback { ON_MESSAGE, ON_SERVER_ERROR, ON_CLOSE, CALLBACKS };
+enum callback { ON_MESSAGE, ON_SERVER_MESSAGE, ON_CLOSE, CALLBACKS };
 
 /* One read buffer per thread: every relay of the loop reads into it and is done with it before
  * the next read. */
@@ -505,15 +507,16 @@ static int frame_client(relay_t *r, batch_t *b, const uint8_t *chunk, size_t end
 
 /* ---- server → client ---- */
 
-static void report_server_error(relay_t *r, const uint8_t *message, size_t n) {
+static void report_server_message(relay_t *r, const uint8_t *message, size_t n) {
   napi_handle_scope scope;
   napi_open_handle_scope(r->env, &scope);
   napi_value argv[1] = {buffer_copy(r->env, message, n)};
-  call_js(r, ON_SERVER_ERROR, 1, argv, NULL);
+  call_js(r, ON_SERVER_MESSAGE, 1, argv, NULL);
   napi_close_handle_scope(r->env, scope);
 }
 
-/* Follows the server's message boundaries through one chunk, reporting ErrorResponses. */
+/* Follows the server's message boundaries through one chunk, reporting ErrorResponses and
+ * ParameterStatus messages. */
 static void scan_server(relay_t *r, const uint8_t *chunk, size_t end) {
   framer_t *f = &r->from_server;
   size_t pos = 0;
@@ -525,7 +528,7 @@ static void scan_server(relay_t *r, const uint8_t *chunk, size_t end) {
       pos += take;
       if (f->remaining == 0 && f->holding) {
         f->holding = 0;
-        report_server_error(r, f->held.data, f->held.len);
+        report_server_message(r, f->held.data, f->held.len);
         f->held.len = 0;
       }
       continue;
@@ -539,12 +542,13 @@ static void scan_server(relay_t *r, const uint8_t *chunk, size_t end) {
     f->header_len = 0;
     uint32_t length = read_u32(f->header + 1);
     size_t body = length < 4 ? 0 : (size_t)length - 4;
-    if (f->header[0] == ERROR_RESPONSE && body + HEADER_BYTES <= MAX_REPORTED_ERROR) {
+    int reported = f->header[0] == ERROR_RESPONSE || f->header[0] == PARAMETER_STATUS;
+    if (reported && body + HEADER_BYTES <= MAX_REPORTED_MESSAGE) {
       f->held.len = 0;
       f->holding = bytes_append(&f->held, f->header, HEADER_BYTES) == 0;
       if (body == 0 && f->holding) {
         f->holding = 0;
-        report_server_error(r, f->held.data, f->held.len);
+        report_server_message(r, f->held.data, f->held.len);
       }
     }
     f->remaining = body;
@@ -740,8 +744,9 @@ static int read_needles(napi_env env, napi_value value, relay_t *r) {
 }
 
 /* relay(clientFd, serverFd, { maxMessageBytes, frontendTypes, interceptTypes, statementNeedles,
- * queryCache, onMessage, onServerError, onClose }) → { stop() }. The caller has stopped reading both sockets and has
- * nothing queued on them; the relay reads and writes duplicates of their descriptors. */
+ * queryCache, onMessage, onServerMessage, onClose }) → { stop() }. The caller has stopped
+ * reading both sockets and has nothing queued on them; the relay reads and writes duplicates of
+ * their descriptors. */
 static napi_value js_relay(napi_env env, napi_callback_info info) {
   size_t argc = 3;
   napi_value argv[3], wrapper, stop, name;
@@ -783,7 +788,7 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
     napi_create_reference(env, queries, 1, &r->queries_ref);
   else
     r->queries = NULL;
-  static const char *names[CALLBACKS] = {"onMessage", "onServerError", "onClose"};
+  static const char *names[CALLBACKS] = {"onMessage", "onServerMessage", "onClose"};
   for (int i = 0; i < CALLBACKS; i++)
     napi_create_reference(env, get_named(env, argv[2], names[i]), 1, &r->callbacks[i]);
   napi_create_string_utf8(env, "pgfence.relay", NAPI_AUTO_LENGTH, &name);

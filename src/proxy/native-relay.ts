@@ -30,7 +30,8 @@ export interface NativeRelayOptions {
   queryCache?: NativeQueryCache
   /** Returns the bytes to send upstream in the message's place, or undefined to send it as is. */
   onMessage(message: Buffer): Buffer | undefined
-  onServerError(message: Buffer): void
+  /** A whole ErrorResponse or ParameterStatus from the server. */
+  onServerMessage(message: Buffer): void
   /** A socket closed or failed ('client', 'server'), or the client broke the protocol ('invalid'). */
   onClose(kind: 'client' | 'server' | 'invalid', detail?: string): void
 }

@@ -6,7 +6,8 @@ import { AuthPhaseFilter } from '../wire/auth-filter.js'
 import { BackendScanner } from '../wire/backend-scanner.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
-import { Frontend, FRONTEND_TYPE_CHARS } from '../wire/protocol.js'
+import { decodeParameterStatus } from '../wire/parameter-status.js'
+import { Backend, Frontend, FRONTEND_TYPE_CHARS } from '../wire/protocol.js'
 import { interceptStatement, REWRITTEN_TYPES, TERMINATE_ONLY } from './statement-interceptor.js'
 import {
   nativeRelayModule,
@@ -83,7 +84,7 @@ export class ProxySession {
       options.maxMessageBytes,
       options.rewriter ? REWRITTEN_TYPES : TERMINATE_ONLY,
     )
-    this.scanner = new BackendScanner((message) => this.onServerError(message))
+    this.scanner = new BackendScanner((message) => this.onServerMessage(message))
     this.authFilter = new AuthPhaseFilter(options.keepChannelBinding)
   }
 
@@ -161,6 +162,7 @@ export class ProxySession {
     if (session === null) return true
     if (session.length > 0) {
       this.scanner.scan(session)
+      if (this.ended) return false
       this.client.write(session)
     }
     if (this.handOverPending) {
@@ -182,6 +184,10 @@ export class ProxySession {
   /** Authentication messages (copied: they are few); returns the session's first bytes, if any. */
   private passAuthPhase(chunk: Buffer): Buffer | null {
     const { forward, rest } = this.authFilter.push(chunk)
+    for (const message of forward) {
+      if (message[0] === Backend.ParameterStatus) this.onParameterStatus(message)
+    }
+    if (this.ended) return null
     if (forward.length > 0) this.client.write(Buffer.concat(forward))
     if (rest === null) return null
     this.ready = true
@@ -214,7 +220,7 @@ export class ProxySession {
         const replacement = this.intercept(message)
         return replacement === message ? undefined : replacement
       },
-      onServerError: (message) => this.onServerError(message),
+      onServerMessage: (message) => this.onServerMessage(message),
       onClose: (kind, detail) => {
         if (kind === 'server') return this.upstreamClosed()
         if (kind === 'invalid') return this.abort(new PgError('08P01', detail ?? 'invalid message'))
@@ -250,6 +256,32 @@ export class ProxySession {
       this.abort(new PgError('XX000', 'pgfence could not rewrite the statement'))
       return Buffer.alloc(0)
     }
+  }
+
+  /** An ErrorResponse or a ParameterStatus from the server, read whole. */
+  private onServerMessage(message: Buffer): void {
+    if (message[0] === Backend.ParameterStatus) this.onParameterStatus(message)
+    else this.onServerError(message)
+  }
+
+  /**
+   * pgfence lexes SQL as the server does with standard_conforming_strings on: with it off, `\'`
+   * ends a plain literal for pgfence but not for the server, so a write could pass for part of
+   * a literal and go through unfenced. A fencing session is closed instead.
+   */
+  private onParameterStatus(message: Buffer): void {
+    if (!this.options.rewriter) return
+    const { name, value } = decodeParameterStatus(message)
+    if (name !== 'standard_conforming_strings' || value === 'on') return
+    this.abort(
+      new PgError(
+        '0A000',
+        'pgfence requires standard_conforming_strings = on',
+        'FATAL',
+        `the server reports standard_conforming_strings = ${value}`,
+        'leave standard_conforming_strings at its default (on) for sessions through pgfence',
+      ),
+    )
   }
 
   private onServerError(message: Buffer): void {

@@ -1,21 +1,26 @@
 import { Backend, HEADER_BYTES } from './protocol.js'
 
-/** ErrorResponses larger than this are passed on without being read (they are never ours). */
-const MAX_INSPECTED_ERROR = 64 * 1024
+/** Messages larger than this are passed on without being read (they are never ours). */
+const MAX_INSPECTED_MESSAGE = 64 * 1024
+
+/** Is this a message type the proxy reads: the rare ErrorResponse and ParameterStatus. */
+export const isInspected = (type: number | undefined): boolean =>
+  type === Backend.ErrorResponse || type === Backend.ParameterStatus
 
 /**
  * Follows message boundaries in the server→client stream without decoding it, so the proxy
  * knows whether it may append a message of its own (after the upstream dies) and can read the
- * rare ErrorResponse. The bytes themselves are forwarded untouched by the caller.
+ * rare ErrorResponse and ParameterStatus. The bytes themselves are forwarded untouched by the
+ * caller.
  */
 export class BackendScanner {
   private remaining = 0
   private readonly stash = Buffer.alloc(HEADER_BYTES)
   private stashLength = 0
-  private error: Buffer | null = null
-  private errorLength = 0
+  private held: Buffer | null = null
+  private heldLength = 0
 
-  constructor(private readonly onError: (message: Buffer) => void) {}
+  constructor(private readonly onMessage: (message: Buffer) => void) {}
 
   /** True when the bytes seen so far end exactly at a message boundary. */
   atBoundary(): boolean {
@@ -35,16 +40,17 @@ export class BackendScanner {
       chunk.copy(this.stash, this.stashLength, 0, need)
       this.stashLength = 0
       this.begin(this.stash, 0)
-      if (this.error !== null) this.stash.copy(this.error, 0, 0, HEADER_BYTES)
-      this.errorLength = HEADER_BYTES
+      if (this.held !== null) this.stash.copy(this.held, 0, 0, HEADER_BYTES)
+      this.heldLength = HEADER_BYTES
       this.remaining -= HEADER_BYTES
       pos = need
     }
     while (pos < end) {
       if (this.remaining > 0) {
         const take = Math.min(this.remaining, end - pos)
-        if (this.error !== null) this.collectError(chunk, pos, take)
         this.remaining -= take
+        // Counted first: a reader of the message sees the stream at its end (at a boundary).
+        if (this.held !== null) this.collect(chunk, pos, take)
         pos += take
       } else if (end - pos < HEADER_BYTES) {
         chunk.copy(this.stash, 0, pos, end)
@@ -52,7 +58,7 @@ export class BackendScanner {
         return
       } else {
         this.begin(chunk, pos)
-        this.errorLength = 0
+        this.heldLength = 0
       }
     }
   }
@@ -60,19 +66,17 @@ export class BackendScanner {
   private begin(bytes: Buffer, pos: number): void {
     const total = bytes.readUInt32BE(pos + 1) + 1
     this.remaining = total
-    this.error =
-      bytes[pos] === Backend.ErrorResponse && total <= MAX_INSPECTED_ERROR
-        ? Buffer.allocUnsafe(total)
-        : null
+    this.held =
+      isInspected(bytes[pos]) && total <= MAX_INSPECTED_MESSAGE ? Buffer.allocUnsafe(total) : null
   }
 
-  private collectError(chunk: Buffer, pos: number, take: number): void {
-    const error = this.error!
-    chunk.copy(error, this.errorLength, pos, pos + take)
-    this.errorLength += take
-    if (this.errorLength === error.length) {
-      this.error = null
-      this.onError(error)
+  private collect(chunk: Buffer, pos: number, take: number): void {
+    const held = this.held!
+    chunk.copy(held, this.heldLength, pos, pos + take)
+    this.heldLength += take
+    if (this.heldLength === held.length) {
+      this.held = null
+      this.onMessage(held)
     }
   }
 }

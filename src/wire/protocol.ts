@@ -33,6 +33,7 @@ export const enum Frontend {
 export const enum Backend {
   Authentication = 0x52, // R
   ErrorResponse = 0x45, // E
+  ParameterStatus = 0x53, // S
   ReadyForQuery = 0x5a, // Z
 }
 

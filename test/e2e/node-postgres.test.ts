@@ -50,6 +50,14 @@ describe('node-postgres through the proxy', () => {
     expect(prepared.rows).toEqual([{ statement: 'SELECT $1::int * 2 AS doubled' }])
   })
 
+  test('without fenced tables, standard_conforming_strings may be turned off', async () => {
+    const client = new pg.Client({ connectionString: proxy.url() })
+    await client.connect()
+    await client.query('SET standard_conforming_strings = off')
+    expect((await client.query("SELECT 'a\\'b' AS v")).rows).toEqual([{ v: "a'b" }])
+    await client.end()
+  })
+
   test('transactions commit, roll back, and stay aborted after an error', async () => {
     const client = await connect()
     await client.query('CREATE TABLE ledger (id int PRIMARY KEY)')

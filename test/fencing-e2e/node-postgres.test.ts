@@ -215,6 +215,32 @@ describe('named statements, whose usual token check is inline', () => {
   })
 })
 
+describe('standard_conforming_strings', () => {
+  // With it off, `\'` ends a plain literal for pgfence's lexer but not for the server.
+  test('a session that turns it off is closed with 0A000', async () => {
+    const client = await connect()
+    const closed = new Promise((resolve) => client.on('error', resolve))
+    const set = client.query('SET standard_conforming_strings = off')
+    expect(await sqlstateOf(set)).toBe('0A000')
+    await closed
+  })
+
+  test('a session that starts with it off is refused at login', async () => {
+    const client = new pg.Client({
+      connectionString: stack.url,
+      options: '-c standard_conforming_strings=off',
+    })
+    expect(await sqlstateOf(client.connect())).toBe('0A000')
+  })
+
+  test('setting it on again is fine', async () => {
+    const client = await connect()
+    await client.query('SET standard_conforming_strings = on')
+    expect((await client.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }])
+    await client.end()
+  })
+})
+
 describe('transactions and multi-statement queries', () => {
   test('PF409 aborts an explicit transaction: COMMIT reports ROLLBACK and nothing lands', async () => {
     await stack.seed(99, '102')

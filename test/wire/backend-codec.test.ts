@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { BackendScanner } from '../../src/wire/backend-scanner.js'
+import { decodeParameterStatus } from '../../src/wire/parameter-status.js'
 import { AuthPhaseFilter } from '../../src/wire/auth-filter.js'
 import { decodeErrorFields, PgError } from '../../src/wire/error-response.js'
 import { splits, typed } from './frames.js'
@@ -15,14 +16,21 @@ const ready = typed('Z', 'I')
 const dataRow = typed('D', Buffer.concat([Buffer.from([0, 1]), int32(3), Buffer.from('abc')]))
 
 describe('BackendScanner', () => {
-  const stream = Buffer.concat([dataRow, errorMessage('PF409'), ready, dataRow])
+  const parameter = typed('S', 'standard_conforming_strings\0off\0')
+  const stream = Buffer.concat([dataRow, errorMessage('PF409'), ready, parameter, dataRow])
 
-  it('follows boundaries and reads each ErrorResponse exactly once, at every split', () => {
+  it('follows boundaries and reads each ErrorResponse and ParameterStatus once, at every split', () => {
     for (const chunks of splits(stream)) {
-      const errors: string[] = []
-      const scanner = new BackendScanner((m) => errors.push(decodeErrorFields(m).code!))
+      const read: string[] = []
+      const scanner = new BackendScanner((m) =>
+        read.push(
+          m[0] === 0x45
+            ? decodeErrorFields(m).code!
+            : Object.values(decodeParameterStatus(m)).join('='),
+        ),
+      )
       for (const chunk of chunks) scanner.scan(chunk)
-      expect(errors).toEqual(['PF409'])
+      expect(read).toEqual(['PF409', 'standard_conforming_strings=off'])
       expect(scanner.atBoundary()).toBe(true)
     }
   })
