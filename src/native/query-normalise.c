@@ -12,9 +12,6 @@
 
 typedef enum { T_COMMENT, T_STRING, T_NUMBER, T_PARAM, T_QUOTED, T_WORD, T_OTHER } kind_t;
 
-/* Dollar-quote tags longer than this are not looked for (as in the TypeScript lexer). */
-#define MAX_DOLLAR_TAG 256
-
 static int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 static int is_letter(uint8_t c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
 static int is_ident_start(uint8_t c) { return is_letter(c) || c == '_' || c >= 0x80; }
@@ -99,7 +96,7 @@ static kind_t scan_dollar(const uint8_t *s, size_t n, size_t i, size_t *end) {
   size_t j = i + 1;
   if (j < n && is_ident_start(s[j])) {
     j++;
-    while (j < n && j - i < MAX_DOLLAR_TAG - 1 && is_ident_char(s[j]) && s[j] != '$') j++;
+    while (j < n && is_ident_char(s[j]) && s[j] != '$') j++;
   }
   if (at(s, n, j) != '$') {
     *end = i + 1;

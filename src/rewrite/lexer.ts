@@ -12,7 +12,8 @@ export interface Token {
   end: number
 }
 
-const dollarTag = /^\$([A-Za-z_\u0080-\uffff][A-Za-z0-9_\u0080-\uffff]*)?\$/
+/** Sticky: matched in place, at any length, as PostgreSQL reads tags. */
+const dollarTag = /\$([A-Za-z_\u0080-\uffff][A-Za-z0-9_\u0080-\uffff]*)?\$/y
 
 // Character tests by code unit: this runs on every fenced statement, so no regular expressions
 // or substrings per character.
@@ -111,7 +112,8 @@ function scanDollar(sql: string, i: number): [TokenKind, number] {
     while (j < sql.length && isDigit(sql.charCodeAt(j))) j++
     return ['param', j]
   }
-  const tag = dollarTag.exec(sql.slice(i, i + 256))
+  dollarTag.lastIndex = i
+  const tag = dollarTag.exec(sql)
   if (!tag) return ['other', i + 1]
   const close = sql.indexOf(tag[0], i + tag[0].length)
   return ['string', close < 0 ? sql.length : close + tag[0].length]

@@ -27,6 +27,14 @@ describe('tokenize', () => {
     ])
   })
 
+  test('dollar-quote tags of any length', () => {
+    const tag = `$${'é'.repeat(300)}$`
+    expect(kinds(`${tag} /* x */ ${tag} 1`)).toEqual([
+      ['string', `${tag} /* x */ ${tag}`],
+      ['number', '1'],
+    ])
+  })
+
   test('quoted identifiers and nested block comments', () => {
     expect(kinds('"a /* b" /* x /* y */ z */ U&"\\0069" -- end')).toEqual([
       ['quoted', '"a /* b"'],

@@ -23,6 +23,7 @@ const agreed = [
   "UPDATE pgbench_accounts SET abalance = abalance + -4021 WHERE aid = 77 /*fencing_token='1'*/",
   "UPDATE t SET a = 'it''s /* no */', b = E'a\\'b -- no' WHERE id = 1.5e3",
   'SELECT $$ /* x */ $$, $fn$ -- $$ $fn$, $a$ unterminated',
+  `UPDATE t SET a = $${'é'.repeat(300)}$ /* kept */ 1 $${'é'.repeat(300)}$`,
   'UPDATE "a /* b" /* x /* y */ z */ SET c = U&"\\0069" -- end 42',
   "UPDATE t SET v = B'101', w = X'1F', n = N'x', u = U&'d\\0061t' WHERE x1 = .5 AND foo$1 = 0x1F",
   'UPDATE t SET a = 1_000, b = 0o17, c = 0b1010, d = 4e, e = 4e+2 WHERE f = 1.',
@@ -61,6 +62,57 @@ describe('the native Query normalisation', () => {
 
   test.each(leftToTheRewriter)('leaves to the rewriter: %s', (sql) => {
     expect(normaliseNatively(sql)).toBeNull()
+  })
+
+  test('agrees with the rewriter on 5000 seeded random texts, or leaves them to it', () => {
+    const pieces = [
+      "'",
+      "''",
+      "E'",
+      '\\',
+      '$$',
+      '$a$',
+      '$1',
+      '/*',
+      '*/',
+      '--',
+      '\n',
+      ' ',
+      ',',
+      '=',
+      '-',
+      'fencing_token',
+      'fencing_resource',
+      "'5'",
+      '12',
+      '1.5e3',
+      '0x1F',
+      'x',
+      'é',
+      '\u00a0',
+      '"',
+      "U&'",
+      "B'",
+      '%30',
+      'UPDATE t SET a = ',
+      ' WHERE id = ',
+    ]
+    let seed = 42
+    const random = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2147483648
+      return seed % n
+    }
+    let compared = 0
+    for (let i = 0; i < 5000; i++) {
+      const sql = Array.from({ length: 1 + random(12) }, () => pieces[random(pieces.length)]).join(
+        '',
+      )
+      const native = normaliseNatively(sql)
+      if (native === null) continue
+      expect(native, sql).toEqual(normaliseInTypeScript(sql))
+      compared++
+    }
+    expect(compared).toBeGreaterThan(2500)
   })
 
   test('literals and comment values become numbered placeholders, other comments a space', () => {
