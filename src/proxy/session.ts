@@ -213,8 +213,8 @@ export class ProxySession {
       frontendTypes: FRONTEND_TYPE_CHARS,
       interceptTypes: this.options.rewriter ? 'QPX' : 'X',
       statementNeedles,
-      // Without needles every Query would be normalised and looked up; the rewriter's own
-      // prefilter then keeps most of them from a parse.
+      // Only with needles: without them every Query would need a template, where rewriteQuery's
+      // own prefilter spares most of them a parse.
       queryCache: (statementNeedles && this.options.queryCache) || undefined,
       onMessage: (message) => {
         const replacement = this.intercept(message)
