@@ -30,6 +30,7 @@ typedef struct cache_entry {
   uint32_t *part_ends;   /* where each part ends in `parts` */
   uint32_t *holes;       /* hole_count = part count - 1 */
   size_t hole_count;
+  size_t value_count;    /* of the key's placeholders: the holes index these */
 } cache_entry_t;
 
 typedef struct {

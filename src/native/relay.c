@@ -328,6 +328,7 @@ static cache_entry_t *entry_from_js(napi_env env, napi_value value, size_t value
     if (e->holes[i] >= value_count) return e; /* not a template for this key: exact only */
   }
   e->hole_count = hole_count;
+  e->value_count = value_count;
   e->kind = ENTRY_TEMPLATE;
   return e;
 }
@@ -374,7 +375,9 @@ static int deliver_cached_query(relay_t *r, batch_t *b, const uint8_t *message, 
     free(owned);
     return -1;
   }
-  if (e->kind == ENTRY_EXACT) return ASK_JS;
+  /* A key fixes its number of values; checked all the same, as the fill indexes by it. */
+  if (e->kind == ENTRY_EXACT || (e->kind == ENTRY_TEMPLATE && e->value_count != scratch.count))
+    return ASK_JS;
   if (e->kind == ENTRY_UNCHANGED) return batch_add(&r->server, b, message, n, owned);
   size_t filled_len;
   uint8_t *filled = fill_query_template(e, text, &scratch, &filled_len);
