@@ -19,6 +19,7 @@ static int is_ident_char(uint8_t c) { return is_ident_start(c) || is_digit(c) ||
 static int is_hex_digit(uint8_t c) {
   return is_digit(c) || (c >= 'A' && c <= 'F') || (c >= 'a' && c <= 'f');
 }
+/* PostgreSQL's whitespace, ASCII \s. */
 static int is_space(uint8_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 /* The byte at i, or 0 past the end (no lexer rule matches NUL). */
@@ -119,7 +120,8 @@ static kind_t scan_token(const uint8_t *s, size_t n, size_t i, size_t *end) {
   if (c == '/' && next == '*') return *end = block_comment_end(s, n, i), T_COMMENT;
   if (c == '\'') return *end = quoted_end(s, n, i + 1, '\'', 0), T_STRING;
   if (c == '"') return *end = quoted_end(s, n, i + 1, '"', 0), T_QUOTED;
-  if ((c == 'E' || c == 'e') && next == '\'') return *end = quoted_end(s, n, i + 2, '\'', 1), T_STRING;
+  if ((c == 'E' || c == 'e') && next == '\'')
+    return *end = quoted_end(s, n, i + 2, '\'', 1), T_STRING;
   if ((c == 'B' || c == 'b' || c == 'X' || c == 'x' || c == 'N' || c == 'n') && next == '\'')
     return *end = quoted_end(s, n, i + 2, '\'', 0), T_STRING;
   if ((c == 'U' || c == 'u') && next == '&') {
@@ -163,9 +165,6 @@ static int add_literal(normalised_t *out, size_t start, size_t end) {
 
 enum { NO_VALUE = 0, VALUE = 1, UNSURE = 2 };
 
-/* ASCII \s; a byte >= 0x80 may be part of a Unicode space, which the rewriter's \s matches. */
-static int is_ascii_space(uint8_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
-
 /* Is c one of the (ASCII) bytes of `set`? */
 static int is_one_of(uint8_t c, const char *set) { return c != 0 && strchr(set, c) != NULL; }
 
@@ -173,9 +172,10 @@ static const uint8_t *find(const uint8_t *s, size_t n, const char *needle, size_
   return len <= n ? memmem(s, n, needle, len) : NULL;
 }
 
-/* Skips ASCII spaces; UNSURE when a non-ASCII byte could be a space. */
+/* Skips ASCII spaces; UNSURE when a non-ASCII byte could be part of a Unicode space, which the
+ * rewriter's \s matches. */
 static int skip_spaces(const uint8_t *c, size_t n, size_t *i) {
-  while (*i < n && is_ascii_space(c[*i])) (*i)++;
+  while (*i < n && is_space(c[*i])) (*i)++;
   return *i < n && c[*i] >= 0x80 ? UNSURE : NO_VALUE;
 }
 
@@ -189,7 +189,7 @@ static int comment_value(const uint8_t *c, size_t n, const char *key, span_t *va
   if (find(found + 1, n - (size_t)(found + 1 - c), key, key_len)) return UNSURE;
   uint8_t before = found > c ? found[-1] : ' ';
   if (before >= 0x80) return UNSURE;
-  if (!is_ascii_space(before) && !is_one_of(before, ",*/-")) return NO_VALUE;
+  if (!is_space(before) && !is_one_of(before, ",*/-")) return NO_VALUE;
   if (skip_spaces(c, n, &at) == UNSURE) return UNSURE;
   if (at == n || c[at] != '=') return NO_VALUE;
   at++;
@@ -202,7 +202,8 @@ static int comment_value(const uint8_t *c, size_t n, const char *key, span_t *va
     end = (size_t)(close - c);
   } else {
     end = at;
-    while (end < n && !is_ascii_space(c[end]) && !is_one_of(c[end], ",'*/") && c[end] < 0x80) end++;
+    while (end < n && !is_space(c[end]) && !is_one_of(c[end], ",'*/") && c[end] < 0x80)
+      end++;
     if (end < n && c[end] >= 0x80) return UNSURE;
     if (end == start) return NO_VALUE;
   }
@@ -285,13 +286,4 @@ int normalise_query(const uint8_t *sql, size_t n, const comment_keys_t *keys, no
 
 const uint8_t *value_bytes(const normalised_t *out, const uint8_t *sql, const span_t *value) {
   return (value->quoted_value ? out->quoted.data : sql) + value->start;
-}
-
-void normalised_free(normalised_t *out) {
-  bytes_free(&out->key);
-  bytes_free(&out->quoted);
-  free(out->values);
-  free(out->pending);
-  out->values = out->pending = NULL;
-  out->count = out->cap = out->pending_count = out->pending_cap = 0;
 }

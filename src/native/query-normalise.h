@@ -40,6 +40,4 @@ int normalise_query(const uint8_t *sql, size_t n, const comment_keys_t *keys, no
 /* The bytes a value stands for. */
 const uint8_t *value_bytes(const normalised_t *out, const uint8_t *sql, const span_t *value);
 
-void normalised_free(normalised_t *out);
-
 #endif

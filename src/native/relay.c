@@ -6,9 +6,9 @@
  * Client→server bytes are framed (type and length checked) and the message types the session
  * asks for (Query, Parse, Terminate) are handed to JavaScript whole, which returns the bytes to
  * send in their place; a Query whose literal-normalised text has a cached rewrite template is
- * rewritten here instead (query-cache.h). Server→client bytes pass untouched; their boundaries are followed so that
- * ErrorResponses and ParameterStatus messages can be reported and the proxy knows where it may
- * insert an error of its own.
+ * rewritten here instead (query-cache.h). Server→client bytes pass untouched; their boundaries
+ * are followed so that ErrorResponses and ParameterStatus messages can be reported and the proxy
+ * knows where it may insert an error of its own.
  */
 #define NAPI_VERSION 8
 #include <errno.h>
