@@ -2,7 +2,13 @@
   "targets": [
     {
       "target_name": "pgfence_relay",
-      "sources": ["src/native/relay.c", "src/native/query-cache.c", "src/native/query-normalise.c"],
+      "sources": [
+        "src/native/relay.c",
+        "src/native/query-cache.c",
+        "src/native/query-normalise.c",
+        "src/native/session-progress.c",
+        "src/native/tcp-keepalive.c"
+      ],
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     }
   ]

@@ -33,6 +33,18 @@ const limits = z.strictObject({
     .default(268435456),
   startupTimeoutMs: z.number().int().positive().default(10000),
   shutdownTimeoutMs: z.number().int().nonnegative().default(30000),
+  /** A request with no answer from the server for this long ends its session (0: off). */
+  queryTimeoutMs: z.number().int().nonnegative().default(0),
+  /** A session idle inside a transaction for this long is ended (0: off). */
+  idleTransactionTimeoutMs: z.number().int().nonnegative().default(0),
+})
+
+/** Keepalive probes on client and upstream sockets, so that a vanished peer is noticed. */
+const tcpKeepalive = z.strictObject({
+  enabled: z.boolean().default(true),
+  idleMs: z.number().int().min(1000).default(30000),
+  intervalMs: z.number().int().min(1000).default(10000),
+  count: z.number().int().min(1).max(127).default(3),
 })
 
 const log = z.strictObject({
@@ -93,6 +105,7 @@ export const configSchema = z.strictObject({
   upstream: upstream.default(upstream.parse({})),
   tls: clientTls.optional(),
   limits: limits.default(limits.parse({})),
+  tcpKeepalive: tcpKeepalive.default(tcpKeepalive.parse({})),
   log: log.default(log.parse({})),
   fencing: fencing.default(fencing.parse({})),
   /**
@@ -103,6 +116,7 @@ export const configSchema = z.strictObject({
 })
 
 export type Config = z.infer<typeof configSchema>
+export type TcpKeepaliveConfig = z.infer<typeof tcpKeepalive>
 export type FencedTableConfig = z.infer<typeof fencedTable>
 export type FencingConfig = z.infer<typeof fencing>
 export type ResourceRuleConfig = z.infer<typeof resourceRule>

@@ -24,6 +24,8 @@
 #include "bytes.h"
 #include "query-cache.h"
 #include "query-normalise.h"
+#include "session-progress.h"
+#include "tcp-keepalive.h"
 
 #define HEADER_BYTES 5
 #define READ_BYTES (64 * 1024)
@@ -91,6 +93,7 @@ struct relay {
   napi_ref queries_ref;    /* keeps `queries` alive while the relay runs */
   size_t needle_count;
   size_t max_message;
+  progress_t progress;
   int stopped;
   int open_handles;
   int wrapper_alive;
@@ -103,6 +106,8 @@ static uint32_t read_u32(const uint8_t *p) {
 static int at_boundary(const framer_t *f) {
   return f->header_len == 0 && f->remaining == 0 && !f->holding;
 }
+
+static uint64_t loop_now(const relay_t *r) { return uv_now(r->client.poll.loop); }
 
 static uint8_t lower(uint8_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
 
@@ -450,6 +455,7 @@ static size_t finish_split_header(relay_t *r, batch_t *b, const uint8_t *chunk, 
   f->header_len = 0;
   size_t total = check_client_header(r, f->header);
   if (total == 0) return (size_t)-1;
+  progress_client_message(&r->progress, f->header, HEADER_BYTES, loop_now(r));
   if (r->intercept[f->header[0]]) {
     start_held(f, total);
     if (bytes_append(&f->held, f->header, HEADER_BYTES) < 0) return (size_t)-1;
@@ -485,6 +491,7 @@ static int frame_client(relay_t *r, batch_t *b, const uint8_t *chunk, size_t end
     } else {
       size_t total = check_client_header(r, chunk + pos);
       if (total == 0) return -1;
+      progress_client_message(&r->progress, chunk + pos, end - pos, loop_now(r));
       if (r->intercept[chunk[pos]]) {
         if (forward_run(r, b, chunk, run, pos) < 0) return -1;
         if (end - pos >= total) {
@@ -526,6 +533,7 @@ static void scan_server(relay_t *r, const uint8_t *chunk, size_t end) {
   while (pos < end && !r->stopped) {
     if (f->remaining > 0) {
       size_t take = f->remaining < end - pos ? f->remaining : end - pos;
+      progress_server_body(&r->progress, chunk[pos]);
       if (f->holding && bytes_append(&f->held, chunk + pos, take) < 0) f->holding = 0;
       f->remaining -= take;
       pos += take;
@@ -543,6 +551,7 @@ static void scan_server(relay_t *r, const uint8_t *chunk, size_t end) {
     pos += take;
     if (f->header_len < HEADER_BYTES) break;
     f->header_len = 0;
+    progress_server_header(&r->progress, f->header[0]);
     uint32_t length = read_u32(f->header + 1);
     size_t body = length < 4 ? 0 : (size_t)length - 4;
     int reported = f->header[0] == ERROR_RESPONSE || f->header[0] == PARAMETER_STATUS;
@@ -579,6 +588,7 @@ static int relay_read(relay_t *r, side_t *from) {
       return -1;
     }
   } else {
+    r->progress.progress_at = loop_now(r);
     scan_server(r, read_buffer, (size_t)n);
     if (r->stopped) return -1;
     batch_add(to, &batch, read_buffer, (size_t)n, NULL);
@@ -704,6 +714,30 @@ static napi_value js_stop(napi_env env, napi_callback_info info) {
   return result;
 }
 
+static void set_number(napi_env env, napi_value object, const char *name, double number) {
+  napi_value value;
+  napi_create_double(env, number, &value);
+  napi_set_named_property(env, object, name, value);
+}
+
+/* progress(): { outstanding, status, mayCommit, quietMs }: where the session's requests stand
+ * (session-progress.h), for timeouts and for what to tell a client the proxy cuts off. */
+static napi_value js_progress(napi_env env, napi_callback_info info) {
+  napi_value self, result, flag;
+  relay_t *r;
+  CHECK(napi_get_cb_info(env, info, NULL, NULL, &self, NULL));
+  CHECK(napi_unwrap(env, self, (void **)&r));
+  const progress_t *p = &r->progress;
+  CHECK(napi_create_object(env, &result));
+  set_number(env, result, "outstanding", p->outstanding);
+  char status[2] = {(char)p->status, 0};
+  napi_set_named_property(env, result, "status", string_value(env, status));
+  napi_get_boolean(env, p->may_commit, &flag);
+  napi_set_named_property(env, result, "mayCommit", flag);
+  set_number(env, result, "quietMs", r->stopped ? 0 : (double)(loop_now(r) - p->progress_at));
+  return result;
+}
+
 static int init_side(relay_t *r, side_t *s, uv_loop_t *loop, int fd) {
   s->relay = r;
   s->fd = dup(fd);
@@ -752,8 +786,8 @@ static int read_needles(napi_env env, napi_value value, relay_t *r) {
  * their descriptors. */
 static napi_value js_relay(napi_env env, napi_callback_info info) {
   size_t argc = 3;
-  napi_value argv[3], wrapper, stop, name;
-  int32_t client_fd, server_fd;
+  napi_value argv[3], wrapper, stop, progress, name;
+  int32_t client_fd, server_fd, outstanding = 0;
   double max_message;
   uv_loop_t *loop;
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
@@ -764,6 +798,8 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   CHECK(napi_create_object(env, &wrapper));
   CHECK(napi_create_function(env, "stop", NAPI_AUTO_LENGTH, js_stop, NULL, &stop));
   CHECK(napi_set_named_property(env, wrapper, "stop", stop));
+  CHECK(napi_create_function(env, "progress", NAPI_AUTO_LENGTH, js_progress, NULL, &progress));
+  CHECK(napi_set_named_property(env, wrapper, "progress", progress));
   relay_t *r = calloc(1, sizeof *r);
   if (!r) {
     napi_throw_error(env, NULL, "pgfence relay: out of memory");
@@ -771,6 +807,11 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   }
   r->env = env;
   r->max_message = (size_t)max_message;
+  /* Requests the session sent before the relay took over. */
+  napi_get_value_int32(env, get_named(env, argv[2], "outstanding"), &outstanding);
+  r->progress.outstanding = outstanding > 0 ? (uint32_t)outstanding : 0;
+  r->progress.status = 'I';
+  r->progress.progress_at = uv_now(loop);
   fill_types(env, get_named(env, argv[2], "frontendTypes"), r->valid);
   fill_types(env, get_named(env, argv[2], "interceptTypes"), r->intercept);
   if (read_needles(env, get_named(env, argv[2], "statementNeedles"), r) < 0 ||
@@ -894,7 +935,8 @@ NAPI_MODULE_INIT() {
     napi_callback fn;
   } functions[] = {{"relay", js_relay},
                    {"createQueryCache", js_create_query_cache},
-                   {"normaliseQuery", js_normalise_query}};
+                   {"normaliseQuery", js_normalise_query},
+                   {"setKeepalive", js_set_keepalive}};
   for (size_t i = 0; i < sizeof functions / sizeof *functions; i++) {
     napi_value fn;
     napi_create_function(env, functions[i].name, NAPI_AUTO_LENGTH, functions[i].fn, NULL, &fn);

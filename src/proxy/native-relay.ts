@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module'
 import type net from 'node:net'
 import type { CommentKeys } from '../rewrite/normalise.js'
+import type { RequestProgress } from './request-progress.js'
 
 /** What is left when a native relay stops: bytes not yet written, and where the server stands. */
 export interface RelayRemainder {
@@ -13,6 +14,8 @@ export interface RelayRemainder {
 export interface NativeRelay {
   /** Stops relaying at once (idempotent); the sockets are the caller's again. */
   stop(): RelayRemainder
+  /** Where the session's requests stand, as the relay follows them (session-progress.c). */
+  progress(): RequestProgress
 }
 
 export interface NativeRelayOptions {
@@ -28,6 +31,8 @@ export interface NativeRelayOptions {
   statementNeedles?: readonly string[]
   /** Query templates shared by the proxy's sessions (createQueryCache). */
   queryCache?: NativeQueryCache
+  /** Requests already sent whose ReadyForQuery has not come back. */
+  outstanding: number
   /** Returns the bytes to send upstream in the message's place, or undefined to send it as is. */
   onMessage(message: Buffer): Buffer | undefined
   /** A whole ErrorResponse or ParameterStatus from the server. */

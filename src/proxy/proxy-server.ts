@@ -8,12 +8,15 @@ import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 import { runStartupHandshake } from '../client/startup-handshake.js'
 import { acceptClients, type ClientConnection } from '../client/client-connection.js'
 import { connectUpstream } from '../server/upstream-connector.js'
-import { forwardCancel } from '../server/cancel-forwarder.js'
+import { cancelBackend, forwardCancel } from '../server/cancel-forwarder.js'
+import { applyKeepalive } from '../server/tcp-keepalive.js'
+import { UpstreamLogin } from '../server/upstream-login.js'
 import { PgError } from '../wire/error-response.js'
 import { ProxySession } from './session.js'
 import { createFencingRewriter } from './fencing.js'
 import { createNativeQueryCache } from './native-query-cache.js'
 import { nativeRelayModule } from './native-relay.js'
+import { watchSessionTimeouts } from './session-timeouts.js'
 
 export interface ProxyOptions {
   logger?: Logger
@@ -81,6 +84,7 @@ export async function startProxy(
       raw.destroy()
     }, config.limits.startupTimeoutMs)
     let client: net.Socket = raw
+    let login: UpstreamLogin | undefined
     try {
       const handshake = await runStartupHandshake(
         accepted,
@@ -102,28 +106,38 @@ export async function startProxy(
       })
       // The server speaks only after the startup packet, which the session sends.
       const relay: { session?: ProxySession } = {}
-      const upstream = await connectUpstream(config.upstream, (chunk) =>
-        relay.session!.fromServer(chunk),
+      login = new UpstreamLogin(config.upstream)
+      const upstream = await connectUpstream(
+        config.upstream,
+        (chunk) => relay.session!.fromServer(chunk),
+        { keepalive: config.tcpKeepalive, deadline: login.deadline },
       )
       if (raw.destroyed) return void upstream.destroy()
       const session = (relay.session = new ProxySession(handshake.connection, upstream, {
         maxMessageBytes: config.limits.maxMessageBytes,
         rewriter,
         logger: sessionLog,
-        onReady: () => clearTimeout(startupTimer),
+        onReady: () => {
+          clearTimeout(startupTimer)
+          login?.done()
+        },
         keepChannelBinding: sameCertificate(handshake.connection.socket, upstream, ownTls),
         nativeRelay,
         queryCache,
+        loginDeadline: login.deadline,
+        cancelBackend: (keyData) => cancelBackend(config.upstream, keyData),
       }))
       sessions.add(session)
       session.closed.then(() => {
         clearTimeout(startupTimer)
+        login?.done()
         sessions.delete(session)
       })
       session.start(handshake.packet.bytes, handshake.leftover)
       sessionLog.debug('session started')
     } catch (err) {
       clearTimeout(startupTimer)
+      login?.done()
       refuse(client, err, log)
     }
   }
@@ -141,12 +155,14 @@ export async function startProxy(
   // A client TLS layer reads from the socket itself, so its sockets keep Node's own reads.
   acceptClients(server, !ownTls, (connection) => {
     const raw = connection.socket
+    applyKeepalive(raw, config.tcpKeepalive)
     const log = logger.child({ conn: ++nextId, peer: `${raw.remoteAddress}:${raw.remotePort}` })
     connections.add(raw)
     raw.on('close', () => connections.delete(raw))
     raw.on('error', (err) => log.debug({ err: err.message }, 'client socket error'))
     void serve(connection, log)
   })
+  const stopTimeouts = watchSessionTimeouts(sessions, config.limits)
   const address = server.address() as net.AddressInfo
   logger.info({ host: config.listen.host, port: address.port }, 'pgfence listening')
 
@@ -155,7 +171,10 @@ export async function startProxy(
     port: address.port,
     connectionCount: () => connections.size,
     nativeSessionCount: () => [...sessions].filter((session) => session.relayedNatively).length,
-    close: () => drain(server, connections, sessions, config.limits.shutdownTimeoutMs, logger),
+    close: () => {
+      stopTimeouts()
+      return drain(server, connections, sessions, config.limits.shutdownTimeoutMs, logger)
+    },
   }
 }
 
@@ -185,8 +204,8 @@ async function drain(
   const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))
   await Promise.race([idle, timeout])
   clearTimeout(timer)
-  const shutdown = new PgError('57P01', 'terminating connection due to administrator command')
-  for (const session of sessions) session.terminate(shutdown)
+  const cut = Promise.all([...sessions].map((session) => session.cut('shutdown')))
   for (const socket of connections) socket.destroy()
+  await cut
   await stopped
 }

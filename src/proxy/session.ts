@@ -9,6 +9,8 @@ import { MessageFramer } from '../wire/message-framer.js'
 import { decodeParameterStatus } from '../wire/parameter-status.js'
 import { Backend, Frontend, FRONTEND_TYPE_CHARS } from '../wire/protocol.js'
 import { interceptStatement, REWRITTEN_TYPES, TERMINATE_ONLY } from './statement-interceptor.js'
+import { RequestTracker, type RequestProgress } from './request-progress.js'
+import { cutError, type CutReason } from './cut-outcome.js'
 import {
   nativeRelayModule,
   plainDescriptor,
@@ -39,6 +41,10 @@ export interface SessionOptions {
   nativeRelay: boolean
   /** The native relay's Query templates, shared by the proxy's sessions. */
   queryCache: NativeQueryCache | null
+  /** Aborted (with the 08006 to send) when the upstream login runs out of time. */
+  loginDeadline: AbortSignal
+  /** Cancels what the session's backend runs, given its BackendKeyData message. */
+  cancelBackend(keyData: Buffer): Promise<void>
 }
 
 /**
@@ -67,6 +73,10 @@ export class ProxySession {
   private native: NativeRelay | null = null
   /** Set when authentication ends, if the session may move to the native relay. */
   private handOverPending = false
+  /** Requests in flight and the transaction status, while JavaScript relays the session. */
+  private readonly requests = new RequestTracker()
+  /** The server's BackendKeyData, to cancel its backend when pgfence cuts the session. */
+  private backendKey: Buffer | null = null
 
   constructor(
     private readonly connection: ClientConnection,
@@ -80,11 +90,15 @@ export class ProxySession {
         forward: (bytes) => void this.outgoing.push(bytes),
         intercept: (message) => void this.outgoing.push(this.intercept(message)),
         fail: (error) => this.abort(error),
+        started: (bytes, pos, end) => this.requests.clientMessage(bytes, pos, end),
       },
       options.maxMessageBytes,
       options.rewriter ? REWRITTEN_TYPES : TERMINATE_ONLY,
     )
-    this.scanner = new BackendScanner((message) => this.onServerMessage(message))
+    this.scanner = new BackendScanner(
+      (message) => this.onServerMessage(message),
+      (status) => this.requests.readyForQuery(status),
+    )
     this.authFilter = new AuthPhaseFilter(options.keepChannelBinding)
   }
 
@@ -101,6 +115,7 @@ export class ProxySession {
     upstream.on('error', (err) =>
       this.options.logger.warn({ err: err.message }, 'upstream socket error'),
     )
+    this.options.loginDeadline.addEventListener('abort', () => this.loginTimedOut(), { once: true })
     upstream.write(startupPacket)
     if (leftover.length > 0) this.fromClient(leftover)
     client.resume()
@@ -111,6 +126,28 @@ export class ProxySession {
     const atBoundary = this.native ? this.stopNative() : this.scanner.atBoundary()
     if (error && atBoundary && this.client.writable) this.client.write(error.encode())
     this.finish()
+  }
+
+  /** Where the session's requests stand; null until it is past authentication. */
+  progress(): RequestProgress | null {
+    if (!this.ready || this.ended) return null
+    return this.native ? this.native.progress() : this.requests.snapshot()
+  }
+
+  /**
+   * Ends the session on pgfence's own account (shutdown deadline, a timeout): the client learns
+   * what became of its transaction (src/proxy/cut-outcome.ts) and a backend still busy is
+   * cancelled. Resolves once the cancel request was delivered.
+   */
+  async cut(reason: CutReason): Promise<void> {
+    if (this.ended) return
+    const progress = this.progress()
+    const error = cutError(reason, progress)
+    this.options.logger.warn({ reason, code: error.code, ...progress }, 'ending session')
+    const busy = progress !== null && progress.outstanding > 0 && this.backendKey !== null
+    const cancelled = busy ? this.options.cancelBackend(this.backendKey!) : undefined
+    this.terminate(error)
+    await cancelled
   }
 
   /** True once the session's bytes flow through the native relay. */
@@ -161,6 +198,7 @@ export class ProxySession {
     const session = this.ready ? chunk : this.passAuthPhase(chunk)
     if (session === null) return true
     if (session.length > 0) {
+      this.requests.serverBytes()
       this.scanner.scan(session)
       if (this.ended) return false
       this.client.write(session)
@@ -186,6 +224,8 @@ export class ProxySession {
     const { forward, rest } = this.authFilter.push(chunk)
     for (const message of forward) {
       if (message[0] === Backend.ParameterStatus) this.onParameterStatus(message)
+      else if (message[0] === Backend.BackendKeyData) this.backendKey = Buffer.from(message)
+      else if (message[0] === Backend.ErrorResponse) this.lastErrorFatal = true // always FATAL here
     }
     if (this.ended) return null
     if (forward.length > 0) this.client.write(Buffer.concat(forward))
@@ -216,6 +256,7 @@ export class ProxySession {
       // Only with needles: without them every Query would need a template, where rewriteQuery's
       // own prefilter spares most of them a parse.
       queryCache: (statementNeedles && this.options.queryCache) || undefined,
+      outstanding: this.requests.snapshot().outstanding,
       onMessage: (message) => {
         const replacement = this.intercept(message)
         return replacement === message ? undefined : replacement
@@ -314,12 +355,17 @@ export class ProxySession {
 
   private upstreamClosed(): void {
     if (this.ended) return
-    if (this.ready && !this.lastErrorFatal && !this.terminating) {
-      this.options.logger.warn('upstream connection closed unexpectedly')
-      this.terminate(new PgError('08006', 'server closed the connection unexpectedly'))
-    } else {
-      this.finish()
-    }
+    if (this.lastErrorFatal || this.terminating) return this.finish()
+    if (this.ready) return void this.cut('upstreamLost')
+    this.options.logger.warn('upstream connection closed during login')
+    this.terminate(new PgError('08006', 'server closed the connection during login'))
+  }
+
+  private loginTimedOut(): void {
+    if (this.ready || this.ended) return
+    const error = this.options.loginDeadline.reason as PgError
+    this.options.logger.warn({ reason: error.message }, 'upstream login timed out')
+    this.terminate(error)
   }
 
   private finish(): void {

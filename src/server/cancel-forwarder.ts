@@ -1,4 +1,5 @@
 import type { Config } from '../config/schema.js'
+import { CANCEL_REQUEST_CODE } from '../wire/protocol.js'
 import { connectTcp } from './upstream-connector.js'
 
 /**
@@ -12,4 +13,13 @@ export async function forwardCancel(upstream: Config['upstream'], request: Buffe
     socket.on('error', () => {})
     socket.end(request)
   })
+}
+
+/** Cancels what a backend is running, given the BackendKeyData message it sent at login. */
+export async function cancelBackend(upstream: Config['upstream'], keyData: Buffer): Promise<void> {
+  const request = Buffer.allocUnsafe(16)
+  request.writeUInt32BE(16, 0)
+  request.writeUInt32BE(CANCEL_REQUEST_CODE, 4)
+  keyData.copy(request, 8, 5, 13)
+  await forwardCancel(upstream, request).catch(() => {})
 }

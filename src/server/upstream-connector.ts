@@ -1,10 +1,11 @@
 import net from 'node:net'
 import tls from 'node:tls'
 import { readFileSync } from 'node:fs'
-import type { Config } from '../config/schema.js'
+import type { Config, TcpKeepaliveConfig } from '../config/schema.js'
 import { PgError } from '../wire/error-response.js'
 import { SSL_REQUEST_CODE } from '../wire/protocol.js'
 import { encodeRequestCode } from '../wire/startup-packet.js'
+import { applyKeepalive } from './tcp-keepalive.js'
 
 type UpstreamConfig = Config['upstream']
 
@@ -20,16 +21,24 @@ export type ServerBytesHandler = (chunk: Buffer) => boolean
 /** One read buffer per plain-TCP upstream connection, reused for every read. */
 const READ_BUFFER_BYTES = 64 * 1024
 
-const unreachable = (upstream: UpstreamConfig, reason: string): PgError =>
+export const unreachable = (upstream: UpstreamConfig, reason: string): PgError =>
   new PgError(
     '08006',
     `could not connect to upstream server ${upstream.host}:${upstream.port}: ${reason}`,
   )
 
+export interface ConnectOptions {
+  /** Receives the server's bytes (plain TCP: read into one reused buffer). */
+  onBytes?: ServerBytesHandler
+  keepalive?: TcpKeepaliveConfig
+  /** Aborted when the whole login is out of time: the socket is destroyed, with its reason. */
+  deadline?: AbortSignal
+}
+
 /** Opens a TCP connection within the configured timeout, Nagle off. */
 export function connectTcp(
   upstream: UpstreamConfig,
-  onBytes?: ServerBytesHandler,
+  { onBytes, keepalive, deadline }: ConnectOptions = {},
 ): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
     const onread = onBytes && {
@@ -38,20 +47,43 @@ export function connectTcp(
         onBytes(Buffer.from(buffer.buffer, buffer.byteOffset, length)),
     }
     const socket = net.connect({ host: upstream.host, port: upstream.port, noDelay: true, onread })
-    const timer = setTimeout(() => {
+    const settle = (error?: PgError) => {
+      clearTimeout(timer)
+      deadline?.removeEventListener('abort', onDeadline)
+      if (!error) return resolve(socket)
       socket.destroy()
-      reject(unreachable(upstream, `timeout after ${upstream.connectTimeoutMs} ms`))
-    }, upstream.connectTimeoutMs)
+      reject(error)
+    }
+    const onDeadline = () => settle(deadline!.reason)
+    const timer = setTimeout(
+      () => settle(unreachable(upstream, `timeout after ${upstream.connectTimeoutMs} ms`)),
+      upstream.connectTimeoutMs,
+    )
+    deadline?.addEventListener('abort', onDeadline)
     socket.once('connect', () => {
-      clearTimeout(timer)
       socket.removeAllListeners('error')
-      resolve(socket)
+      if (keepalive) applyKeepalive(socket, keepalive)
+      settle()
     })
-    socket.once('error', (err) => {
-      clearTimeout(timer)
-      reject(unreachable(upstream, err.message))
-    })
+    socket.once('error', (err) => settle(unreachable(upstream, err.message)))
   })
+}
+
+/** One step of the login on `socket`: past the deadline the socket goes, the step fails with it. */
+async function beforeDeadline<T>(
+  socket: net.Socket,
+  deadline: AbortSignal | undefined,
+  step: Promise<T>,
+): Promise<T> {
+  const onDeadline = () => socket.destroy()
+  deadline?.addEventListener('abort', onDeadline)
+  try {
+    return await step
+  } catch (err) {
+    throw deadline?.aborted ? deadline.reason : err
+  } finally {
+    deadline?.removeEventListener('abort', onDeadline)
+  }
 }
 
 /** Asks the server for TLS and reads its one-byte answer. */
@@ -114,15 +146,18 @@ function startTls(socket: net.Socket, upstream: UpstreamConfig): Promise<tls.TLS
 export async function connectUpstream(
   upstream: UpstreamConfig,
   onBytes: ServerBytesHandler,
+  options: Omit<ConnectOptions, 'onBytes'> = {},
 ): Promise<UpstreamSocket> {
-  if (upstream.tls === 'disable') return connectTcp(upstream, onBytes)
-  const socket = await connectTcp(upstream)
-  const accepted = await negotiateTls(socket, upstream)
+  if (upstream.tls === 'disable') return connectTcp(upstream, { ...options, onBytes })
+  const socket = await connectTcp(upstream, options)
+  const accepted = await beforeDeadline(socket, options.deadline, negotiateTls(socket, upstream))
   if (!accepted && upstream.tls !== 'prefer') {
     socket.destroy()
     throw unreachable(upstream, 'the server does not support TLS, but upstream.tls requires it')
   }
-  const connected = accepted ? await startTls(socket, upstream) : socket
+  const connected = accepted
+    ? await beforeDeadline(socket, options.deadline, startTls(socket, upstream))
+    : socket
   connected.on('data', (chunk: Buffer) => {
     if (!onBytes(chunk)) connected.pause()
   })

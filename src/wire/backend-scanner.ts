@@ -19,8 +19,13 @@ export class BackendScanner {
   private stashLength = 0
   private held: Buffer | null = null
   private heldLength = 0
+  /** The next body byte is a ReadyForQuery's transaction status. */
+  private statusNext = false
 
-  constructor(private readonly onMessage: (message: Buffer) => void) {}
+  constructor(
+    private readonly onMessage: (message: Buffer) => void,
+    private readonly onReadyForQuery?: (status: number) => void,
+  ) {}
 
   /** True when the bytes seen so far end exactly at a message boundary. */
   atBoundary(): boolean {
@@ -47,6 +52,7 @@ export class BackendScanner {
     }
     while (pos < end) {
       if (this.remaining > 0) {
+        if (this.statusNext) this.readStatus(chunk[pos]!)
         const take = Math.min(this.remaining, end - pos)
         this.remaining -= take
         // Counted first: a reader of the message sees the stream at its end (at a boundary).
@@ -63,7 +69,13 @@ export class BackendScanner {
     }
   }
 
+  private readStatus(status: number): void {
+    this.statusNext = false
+    this.onReadyForQuery?.(status)
+  }
+
   private begin(bytes: Buffer, pos: number): void {
+    this.statusNext = bytes[pos] === Backend.ReadyForQuery
     const total = bytes.readUInt32BE(pos + 1) + 1
     this.remaining = total
     this.held =

@@ -8,6 +8,8 @@ export interface FrameSink {
   intercept(message: Buffer): void
   /** The stream broke the protocol; nothing more will be delivered. */
   fail(error: PgError): void
+  /** A valid message starts at `pos`; the bytes hold it up to `end` (maybe not whole). */
+  started?(bytes: Buffer, pos: number, end: number): void
 }
 
 /**
@@ -61,6 +63,7 @@ export class MessageFramer {
       } else {
         const total = this.checkHeader(chunk, pos)
         if (total < 0) return this.forwardRun(chunk, runStart, pos)
+        this.sink.started?.(chunk, pos, end)
         if (this.interceptTypes[chunk[pos]!] === 1) {
           this.forwardRun(chunk, runStart, pos)
           if (end - pos >= total) {
@@ -94,6 +97,7 @@ export class MessageFramer {
     this.stashLength = 0
     const total = this.checkHeader(this.stash, 0)
     if (total < 0) return -1
+    this.sink.started?.(this.stash, 0, HEADER_BYTES)
     if (this.interceptTypes[this.stash[0]!] === 1) {
       this.startHeld(total)
       this.stash.copy(this.held!, 0)

@@ -32,6 +32,7 @@ export const enum Frontend {
 
 export const enum Backend {
   Authentication = 0x52, // R
+  BackendKeyData = 0x4b, // K
   ErrorResponse = 0x45, // E
   ParameterStatus = 0x53, // S
   ReadyForQuery = 0x5a, // Z

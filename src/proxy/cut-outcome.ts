@@ -1,0 +1,48 @@
+import { PgError } from '../wire/error-response.js'
+import type { RequestProgress } from './request-progress.js'
+
+/** Why pgfence ends a session itself. */
+export type CutReason = 'shutdown' | 'queryTimeout' | 'idleTransactionTimeout' | 'upstreamLost'
+
+const ROLLED_BACK = 'pgfence ended the session; its transaction was rolled back'
+
+/** What the client is told when the transaction certainly did not commit. */
+const notCommitted: Record<CutReason, () => PgError> = {
+  shutdown: () => new PgError('57P01', 'terminating connection due to administrator command'),
+  queryTimeout: () =>
+    new PgError('57014', 'canceling statement due to query timeout', 'FATAL', ROLLED_BACK),
+  idleTransactionTimeout: () =>
+    new PgError(
+      '25P03',
+      'terminating connection due to idle-in-transaction timeout',
+      'FATAL',
+      ROLLED_BACK,
+    ),
+  upstreamLost: () => new PgError('08006', 'server closed the connection unexpectedly'),
+}
+
+const why: Record<CutReason, string> = {
+  shutdown: 'pgfence is shutting down',
+  queryTimeout: 'the server did not answer within limits.queryTimeoutMs',
+  idleTransactionTimeout: 'idle in transaction too long',
+  upstreamLost: 'the connection to the server was lost',
+}
+
+/**
+ * The error a session's client gets when pgfence cuts it off. A statement in flight that may
+ * commit (a COMMIT, or any statement outside a transaction block) leaves the outcome unknown:
+ * 08007, never a code that a client may read as "rolled back, safe to retry".
+ */
+export function cutError(reason: CutReason, progress: RequestProgress | null): PgError {
+  const inFlight = progress !== null && progress.outstanding > 0
+  if (inFlight && (progress.mayCommit || progress.status === 'I')) {
+    return new PgError(
+      '08007',
+      'transaction resolution unknown',
+      'FATAL',
+      `${why[reason]} while a statement that may commit was in flight`,
+      'check whether the transaction committed before retrying it',
+    )
+  }
+  return notCommitted[reason]()
+}

@@ -1,0 +1,64 @@
+import { Frontend, HEADER_BYTES } from '../wire/protocol.js'
+
+/** Where a session's requests stand: what its timeouts and a cut client's SQLSTATE go by. */
+export interface RequestProgress {
+  /** Query and Sync messages sent whose ReadyForQuery has not come back. */
+  outstanding: number
+  /** The status of the last ReadyForQuery: I (idle), T (in a transaction), E (failed one). */
+  status: string
+  /** A request sent since the session was last idle may be a COMMIT. */
+  mayCommit: boolean
+  /** Milliseconds since the server last sent anything (or since the first request went out). */
+  quietMs: number
+}
+
+/** COMMIT or END as a word: lexical and conservative, a literal that says so counts too. */
+const COMMIT_WORD = /(?<![\w$\u0080-\uffff])(commit|end)(?![\w$\u0080-\uffff])/i
+
+/**
+ * Follows a session's requests from the messages the JavaScript relay frames, the way the
+ * native relay does in C (src/native/session-progress.c): every Query and Sync is answered by
+ * one ReadyForQuery, whose status byte says whether a transaction is open.
+ */
+export class RequestTracker {
+  private outstanding = 0
+  private status = 'I'
+  private mayCommit = false
+  /** A named statement may be a COMMIT: from then on any Bind may commit. */
+  private namedCommit = false
+  private progressAt = performance.now()
+
+  /** A client message starts at `pos`; the chunk holds it up to `end` (maybe not whole). */
+  clientMessage(chunk: Buffer, pos: number, end: number): void {
+    const type = chunk[pos]
+    const total = chunk.readUInt32BE(pos + 1) + 1
+    const whole = end - pos >= total
+    if (type === Frontend.CopyData) this.progressAt = performance.now()
+    if (type === Frontend.Query || type === Frontend.Parse) {
+      const body = whole ? chunk.toString('latin1', pos + HEADER_BYTES, pos + total) : ''
+      const commit = !whole || COMMIT_WORD.test(body)
+      this.mayCommit ||= commit
+      if (type === Frontend.Parse && commit && (!whole || chunk[pos + HEADER_BYTES] !== 0))
+        this.namedCommit = true
+    } else if (type === Frontend.Bind && this.namedCommit) {
+      this.mayCommit = true
+    }
+    if (type !== Frontend.Query && type !== Frontend.Sync) return
+    if (this.outstanding++ === 0) this.progressAt = performance.now()
+  }
+
+  /** The server sent bytes: its requests are moving. */
+  serverBytes(): void {
+    this.progressAt = performance.now()
+  }
+
+  readyForQuery(status: number): void {
+    this.status = String.fromCharCode(status)
+    if (this.outstanding > 0 && --this.outstanding === 0) this.mayCommit = false
+  }
+
+  snapshot(): RequestProgress {
+    const { outstanding, status, mayCommit } = this
+    return { outstanding, status, mayCommit, quietMs: performance.now() - this.progressAt }
+  }
+}

@@ -1,0 +1,27 @@
+import { createRequire } from 'node:module'
+import type net from 'node:net'
+import type { TcpKeepaliveConfig } from '../config/schema.js'
+
+type SetKeepalive = (fd: number, idleMs: number, intervalMs: number, count: number) => boolean
+
+/** The compiled addon's setsockopt for the probe interval and count, which Node does not offer. */
+const setKeepalive: SetKeepalive | null = (() => {
+  try {
+    return createRequire(import.meta.url)('../../build/Release/pgfence_relay.node').setKeepalive
+  } catch {
+    return null
+  }
+})()
+
+/**
+ * Turns keepalive probes on for a connected TCP socket, so that a peer that vanished without a
+ * FIN or RST (a black hole, a dead host) is noticed. Node sets only the idle time; the interval
+ * and count apply when the native addon is built (else the kernel's defaults stand).
+ */
+export function applyKeepalive(socket: net.Socket, keepalive: TcpKeepaliveConfig): void {
+  if (!keepalive.enabled) return
+  socket.setKeepAlive(true, keepalive.idleMs)
+  const fd = (socket as unknown as { _handle?: { fd?: number } })._handle?.fd
+  if (setKeepalive && typeof fd === 'number' && fd >= 0)
+    setKeepalive(fd, keepalive.idleMs, keepalive.intervalMs, keepalive.count)
+}
