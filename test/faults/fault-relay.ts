@@ -1,0 +1,102 @@
+import net from 'node:net'
+
+/**
+ * What the relay does to traffic. pass: forwards; delay: forwards each chunk `delayMs` late;
+ * freeze: a black hole (keeps every connection open, forwards nothing, accepts new ones the
+ * same way); reset: resets every connection (RST) and each new one; silent: accepts new
+ * connections and never answers (existing ones pass); closeDuringStartup: reads a new
+ * connection's first bytes and closes it.
+ */
+export type FaultMode = 'pass' | 'delay' | 'freeze' | 'reset' | 'silent' | 'closeDuringStartup'
+
+interface Pair {
+  client: net.Socket
+  server?: net.Socket
+}
+
+/**
+ * A TCP relay between pgfence and the real PostgreSQL, in the test's own process, that injects
+ * the failures of a network or a server in the path: the faults the proxy must survive.
+ */
+export class FaultRelay {
+  private mode: FaultMode = 'pass'
+  private delayMs = 0
+  private readonly pairs = new Set<Pair>()
+
+  private constructor(
+    private readonly server: net.Server,
+    private readonly target: { host: string; port: number },
+  ) {
+    server.on('connection', (socket) => this.accept(socket))
+  }
+
+  static async start(target: { host: string; port: number }): Promise<FaultRelay> {
+    const server = net.createServer()
+    const relay = new FaultRelay(server, target)
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    return relay
+  }
+
+  get port(): number {
+    return (this.server.address() as net.AddressInfo).port
+  }
+
+  /** Connections open between pgfence and PostgreSQL through the relay. */
+  get connectionCount(): number {
+    return [...this.pairs].filter((pair) => pair.server && !pair.server.destroyed).length
+  }
+
+  set(mode: FaultMode, delayMs = 0): void {
+    this.mode = mode
+    this.delayMs = delayMs
+    if (mode !== 'reset') return
+    for (const pair of this.pairs) this.reset(pair)
+  }
+
+  async close(): Promise<void> {
+    for (const pair of this.pairs) this.reset(pair)
+    await new Promise<void>((resolve) => this.server.close(() => resolve()))
+  }
+
+  private accept(client: net.Socket): void {
+    const pair: Pair = { client }
+    this.pairs.add(pair)
+    client.on('error', () => {})
+    client.on('close', () => {
+      pair.server?.destroy()
+      this.pairs.delete(pair)
+    })
+    switch (this.mode) {
+      case 'reset':
+        return this.reset(pair)
+      case 'freeze':
+      case 'silent':
+        return void client.resume()
+      case 'closeDuringStartup':
+        return void client.once('data', () => client.end())
+      default:
+        this.connect(pair)
+    }
+  }
+
+  private connect(pair: Pair): void {
+    const server = net.connect(this.target)
+    pair.server = server
+    server.on('error', () => {})
+    server.on('close', () => pair.client.destroy())
+    pair.client.on('data', (chunk: Buffer) => this.forward(chunk, server))
+    server.on('data', (chunk: Buffer) => this.forward(chunk, pair.client))
+  }
+
+  private forward(chunk: Buffer, to: net.Socket): void {
+    if (this.mode === 'freeze') return
+    if (this.mode === 'delay') setTimeout(() => to.destroyed || to.write(chunk), this.delayMs)
+    else if (!to.destroyed) to.write(chunk)
+  }
+
+  private reset(pair: Pair): void {
+    pair.client.resetAndDestroy()
+    pair.server?.resetAndDestroy()
+    this.pairs.delete(pair)
+  }
+}
