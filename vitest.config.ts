@@ -8,6 +8,9 @@ const nodeRelaySuites = [
   'test/e2e/abuse.test.ts',
   'test/fencing-e2e/node-postgres.test.ts',
   'test/fencing-e2e/postgres-js.test.ts',
+  'test/faults/timeouts.test.ts',
+  'test/faults/outcomes.test.ts',
+  'test/faults/invariant.test.ts',
 ]
 
 export default defineConfig({

@@ -52,8 +52,9 @@ export class BackendScanner {
     }
     while (pos < end) {
       if (this.remaining > 0) {
-        if (this.statusNext) this.readStatus(chunk[pos]!)
         const take = Math.min(this.remaining, end - pos)
+        // A ReadyForQuery's status is its last byte.
+        if (this.statusNext && take === this.remaining) this.readStatus(chunk[pos + take - 1]!)
         this.remaining -= take
         // Counted first: a reader of the message sees the stream at its end (at a boundary).
         if (this.held !== null) this.collect(chunk, pos, take)

@@ -35,6 +35,25 @@ describe('BackendScanner', () => {
     }
   })
 
+  it('reads the status of every ReadyForQuery, at every split', () => {
+    const statuses = Buffer.concat([
+      ready,
+      dataRow,
+      typed('Z', 'T'),
+      errorMessage('42P01'),
+      typed('Z', 'E'),
+    ])
+    for (const chunks of splits(statuses)) {
+      const read: string[] = []
+      const scanner = new BackendScanner(
+        () => {},
+        (status) => read.push(String.fromCharCode(status)),
+      )
+      for (const chunk of chunks) scanner.scan(chunk)
+      expect(read).toEqual(['I', 'T', 'E'])
+    }
+  })
+
   it('knows when it stands inside a message', () => {
     for (let cut = 1; cut < dataRow.length; cut++) {
       const scanner = new BackendScanner(() => {})
