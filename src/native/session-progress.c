@@ -44,7 +44,7 @@ void progress_client_message(progress_t *p, const uint8_t *message, size_t avail
   } else if (type == 'B' && p->named_commit) {
     p->may_commit = 1;
   }
-  if (type != 'Q' && type != 'S') return;
+  if (type != 'Q' && type != 'S' && type != 'F') return;
   if (p->outstanding++ == 0) p->progress_at = now;
 }
 

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 typedef struct {
-  uint32_t outstanding;     /* Query and Sync sent, their ReadyForQuery not back yet */
+  uint32_t outstanding;     /* Query, Sync, FunctionCall sent, their ReadyForQuery not back */
   uint8_t status;           /* of the last ReadyForQuery: 'I', 'T' or 'E' */
   uint8_t may_commit;       /* a request since the session was last idle may be a COMMIT */
   uint8_t named_commit;     /* a named statement may be a COMMIT: any Bind may commit */

@@ -125,7 +125,7 @@ export async function startProxy(
         nativeRelay,
         queryCache,
         loginDeadline: login.deadline,
-        cancelBackend: (keyData) => cancelBackend(config.upstream, keyData),
+        cancelBackend: (key) => cancelBackend(config.upstream, key),
       }))
       sessions.add(session)
       session.closed.then(() => {

@@ -2,7 +2,7 @@ import { Frontend, HEADER_BYTES } from '../wire/protocol.js'
 
 /** Where a session's requests stand: what its timeouts and a cut client's SQLSTATE go by. */
 export interface RequestProgress {
-  /** Query and Sync messages sent whose ReadyForQuery has not come back. */
+  /** Query, Sync and FunctionCall messages sent whose ReadyForQuery has not come back. */
   outstanding: number
   /** The status of the last ReadyForQuery: I (idle), T (in a transaction), E (failed one). */
   status: string
@@ -17,8 +17,8 @@ const COMMIT_WORD = /(?<![\w$\u0080-\uffff])(commit|end)(?![\w$\u0080-\uffff])/i
 
 /**
  * Follows a session's requests from the messages the JavaScript relay frames, the way the
- * native relay does in C (src/native/session-progress.c): every Query and Sync is answered by
- * one ReadyForQuery, whose status byte says whether a transaction is open.
+ * native relay does in C (src/native/session-progress.c): every Query, Sync and FunctionCall is
+ * answered by one ReadyForQuery, whose status byte says whether a transaction is open.
  */
 export class RequestTracker {
   private outstanding = 0
@@ -43,7 +43,7 @@ export class RequestTracker {
     } else if (type === Frontend.Bind && this.namedCommit) {
       this.mayCommit = true
     }
-    if (type !== Frontend.Query && type !== Frontend.Sync) return
+    if (type !== Frontend.Query && type !== Frontend.Sync && type !== Frontend.FunctionCall) return
     if (this.outstanding++ === 0) this.progressAt = performance.now()
   }
 

@@ -2,6 +2,7 @@ import type { Logger } from '../log.js'
 import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 import type { ClientConnection } from '../client/client-connection.js'
 import type { UpstreamSocket } from '../server/upstream-connector.js'
+import { readBackendKey, type BackendKey } from '../server/cancel-forwarder.js'
 import { AuthPhaseFilter } from '../wire/auth-filter.js'
 import { BackendScanner } from '../wire/backend-scanner.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
@@ -43,8 +44,8 @@ export interface SessionOptions {
   queryCache: NativeQueryCache | null
   /** Aborted (with the 08006 to send) when the upstream login runs out of time. */
   loginDeadline: AbortSignal
-  /** Cancels what the session's backend runs, given its BackendKeyData message. */
-  cancelBackend(keyData: Buffer): Promise<void>
+  /** Cancels what the session's backend runs. */
+  cancelBackend(key: BackendKey): Promise<void>
 }
 
 /**
@@ -76,7 +77,7 @@ export class ProxySession {
   /** Requests in flight and the transaction status, while JavaScript relays the session. */
   private readonly requests = new RequestTracker()
   /** The server's BackendKeyData, to cancel its backend when pgfence cuts the session. */
-  private backendKey: Buffer | null = null
+  private backendKey: BackendKey | null = null
 
   constructor(
     private readonly connection: ClientConnection,
@@ -224,7 +225,7 @@ export class ProxySession {
     const { forward, rest } = this.authFilter.push(chunk)
     for (const message of forward) {
       if (message[0] === Backend.ParameterStatus) this.onParameterStatus(message)
-      else if (message[0] === Backend.BackendKeyData) this.backendKey = Buffer.from(message)
+      else if (message[0] === Backend.BackendKeyData) this.backendKey = readBackendKey(message)
       else if (message[0] === Backend.ErrorResponse) this.lastErrorFatal = true // always FATAL here
     }
     if (this.ended) return null

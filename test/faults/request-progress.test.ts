@@ -23,6 +23,12 @@ describe('RequestTracker', () => {
     expect(tracker.snapshot()).toMatchObject({ outstanding: 0, status: 'I' })
   })
 
+  it('counts a FunctionCall as a request', () => {
+    const call = typed('F', Buffer.alloc(12))
+    expect(track([call]).snapshot().outstanding).toBe(1)
+    expect(track([call], 'I').snapshot().outstanding).toBe(0)
+  })
+
   it('sees COMMIT and END as words, in any case, in Query and Parse', () => {
     for (const text of ['commit', "COMMIT PREPARED 'x'", 'UPDATE t SET a = 1; End', 'end;'])
       expect(track([query(text)]).snapshot().mayCommit).toBe(true)

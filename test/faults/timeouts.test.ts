@@ -102,13 +102,16 @@ test('a login to a silent upstream fails with 08006 within connectTimeoutMs', as
   expect(ms).toBeLessThan(3500)
 })
 
-test('an upstream that closes during startup gives 08006', async () => {
-  const { relay, client } = await start({})
-  relay.set('closeDuringStartup')
-  const { code, ms } = await timed(client())
-  expect(code).toBe('08006')
-  expect(ms).toBeLessThan(2000)
-})
+test.each(['disable', 'prefer'] as const)(
+  'an upstream that closes during startup gives 08006 (upstream.tls %s)',
+  async (tls) => {
+    const { relay, client } = await start({ upstream: { tls } })
+    relay.set('closeDuringStartup')
+    const { code, ms } = await timed(client())
+    expect(code).toBe('08006')
+    expect(ms).toBeLessThan(2000)
+  },
+)
 
 test('idle in transaction too long: 25P03, and the row locks are released', async () => {
   const { client } = await start({ limits: { idleTransactionTimeoutMs: 1000 } })
