@@ -1,7 +1,7 @@
 import pg from 'pg'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { waitFor } from '../e2e/support/wait.js'
-import { createTestDatabase } from '../support/database.js'
+import { createTestDatabase, maintenanceSession } from '../support/database.js'
 import { literal, parameterised, presentToken, runGcPauseScenario } from './scenario.js'
 import { pgOutcome, sqlstateOf, startFencedStack, type FencedStack } from './support.js'
 
@@ -265,7 +265,7 @@ describe('transactions and multi-statement queries', () => {
 
   test('each statement of a multi-statement query is fenced and answers as without pgfence', async () => {
     await stack.seed(98)
-    const direct = new pg.Client({ connectionString: stack.db.url })
+    const direct = new pg.Client({ connectionString: stack.db.url, ...maintenanceSession })
     await direct.connect()
     try {
       const unfenced = await perStatement(direct)
