@@ -8,7 +8,13 @@ import { Lru } from './lru.js'
 import { exactMarks, marksOf, normalise, type CommentKeys, type CommentMark } from './normalise.js'
 import { createPrefilter } from './prefilter.js'
 import { Refusal, refusalSql } from './refusal.js'
-import { canWrite, mixedTokensRefusal, sharedToken, statementMarker } from './statement-marker.js'
+import {
+  canWrite,
+  maintenanceNeedle,
+  mixedTokensRefusal,
+  sharedToken,
+  statementMarker,
+} from './statement-marker.js'
 import type { StatementRewriter } from './statement-rewriter.js'
 import { fencedTables, resourceTables, type FencedTable, type ResourceTable } from './tables.js'
 import { escapeRegex } from './sql-text.js'
@@ -36,6 +42,7 @@ type CacheEntry =
 
 const unchanged: CacheEntry = { kind: 'unchanged' }
 const commentOpener = /\/\*|--/
+const mayNameMaintenance = new RegExp(`${escapeRegex(maintenanceNeedle)}|set_config`, 'i')
 
 export class FencingRewriter implements StatementRewriter {
   /** Parser runs so far: the cache is doing its job when this stays flat. */
@@ -67,7 +74,7 @@ export class FencingRewriter implements StatementRewriter {
     const key = new RegExp(escapeRegex(fencing.commentKey), 'i')
     this.mayNeedRewrite = (sql) =>
       this.mayTouchFencedTable(sql) || (key.test(sql) && commentOpener.test(sql))
-    this.prefilterNeedles = prefilter.needles
+    this.prefilterNeedles = [...prefilter.needles, maintenanceNeedle]
     this.cache = new Lru(cacheSize)
   }
 
@@ -96,6 +103,9 @@ export class FencingRewriter implements StatementRewriter {
   }
 
   templateForQuery(text: string): Template | null | undefined {
+    // Never cached in the native relay: the proxy logs each of these. The key has lost
+    // set_config's setting name with the other literals, so every set_config call goes by.
+    if (mayNameMaintenance.test(text)) return null
     const entry = this.templateFor(text, 1, marksOf(text))
     if (entry.kind === 'template') return entry.template
     return entry.kind === 'unchanged' ? undefined : null

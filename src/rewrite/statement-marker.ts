@@ -25,6 +25,9 @@ export function markerPlaceholder(
   return { number: Number(match[1]), start, end: start + 1 + match[1]!.length }
 }
 
+/** Texts that name the maintenance switch: the proxy logs each one it relays. */
+export const maintenanceNeedle = 'pgfence.maintenance'
+
 /** Statements that cannot write: they need no token, and may go without one. */
 const cannotWrite = new Set(['TransactionStmt', 'VariableSetStmt', 'VariableShowStmt'])
 

@@ -1,19 +1,22 @@
 import { statementTokenPrefix } from '../rewrite/statement-marker.js'
-import { quoteLiteral } from '../rewrite/sql-text.js'
+import { escapeRegex, quoteLiteral } from '../rewrite/sql-text.js'
 
 /** The role whose members (and superusers) may write fenced tables with maintenance on. */
 export const maintenanceRole = 'pgfence_maintenance'
 
+/** The value of the proxy's statement marker, read with one anchored match. */
+const markerValueSql = `pg_catalog.substring(pg_catalog.current_query(), ${quoteLiteral(
+  `^${escapeRegex(statementTokenPrefix)}([^']*)'`,
+)})`
+
 /**
  * The token a statement presents, as a trigger reads it with built-ins only: the proxy's marker
  * at the very start of the statement text (where it cannot sit inside a literal), else the
- * session setting. `setting` is an SQL literal.
+ * session setting. `setting` is an SQL literal. A trigger's WHEN is set up anew for every
+ * statement, so it is kept small.
  */
-export const effectiveTokenSql = (setting: string): string => {
-  const prefix = quoteLiteral(statementTokenPrefix)
-  const value = `pg_catalog.split_part(pg_catalog.substr(pg_catalog.current_query(), ${statementTokenPrefix.length}, 24), '''', 2)`
-  return `coalesce(CASE WHEN pg_catalog.starts_with(pg_catalog.current_query(), ${prefix}) THEN ${value} END, pg_catalog.current_setting(${setting}, true))`
-}
+export const effectiveTokenSql = (setting: string): string =>
+  `coalesce(${markerValueSql}, pg_catalog.current_setting(${setting}, true))`
 
 /**
  * The maintenance switch, the trigger functions and `pgfence.fence_table`, which installs them on
@@ -65,8 +68,7 @@ DECLARE
   col text := TG_ARGV[0];
   setting text := TG_ARGV[1];
   rel text := pg_catalog.quote_ident(TG_TABLE_SCHEMA) || '.' || pg_catalog.quote_ident(TG_TABLE_NAME);
-  marker text := CASE WHEN pg_catalog.starts_with(pg_catalog.current_query(), ${quoteLiteral(statementTokenPrefix)})
-    THEN pg_catalog.split_part(pg_catalog.substr(pg_catalog.current_query(), ${statementTokenPrefix.length}, 24), '''', 2) END;
+  marker text := ${markerValueSql};
   token bigint;
   committed bigint;
   written bigint;
@@ -135,7 +137,8 @@ CREATE OR REPLACE FUNCTION pgfence.create_row_triggers(
 ) RETURNS void LANGUAGE plpgsql AS $fn$
 DECLARE
   token text := pg_catalog.format($t$${effectiveTokenSql('%L')}$t$, setting);
-  maintenance text := 'coalesce(pg_catalog.current_setting(''pgfence.maintenance'', true), '''') NOT IN ('''', ''off'')';
+  -- Set once in a session it is never NULL again; any value but NULL or '' calls the function.
+  maintenance text := 'pg_catalog.current_setting(''pgfence.maintenance'', true) > ''''';
   args text := pg_catalog.format('pgfence.fence_row(%L, %L, %L, %L)', col, setting, required, unissued);
 BEGIN
   IF EXISTS (SELECT 1 FROM pg_catalog.pg_trigger
