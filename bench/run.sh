@@ -3,7 +3,8 @@
 #
 # Table 1 (passthrough): pgbench -S in simple, extended and prepared modes; pgfence fences
 # nothing. Table 2 (fenced writes, BENCH_FENCED=1): an UPDATE of pgbench_accounts with the token
-# given by SET or by a comment, through a pgfence fencing pgbench_accounts vs one fencing nothing.
+# given by SET or by a comment, through a pgfence fencing pgbench_accounts (in a database of its
+# own, migrated: fence column and triggers) vs one fencing nothing (a database with no fencing).
 # Measurements are interleaved (each round visits every mode and target) and each cell is the
 # median over the rounds. Each measurement first runs BENCH_WARMUP seconds unmeasured: every new
 # client connection through a session-mode proxy (or directly) gets a new PostgreSQL backend,
@@ -24,6 +25,7 @@ BENCH_CLIENTS=${BENCH_CLIENTS:-8}
 BENCH_JOBS=${BENCH_JOBS:-2}
 BENCH_SCALE=${BENCH_SCALE:-10}
 BENCH_DB=${BENCH_DB:-pgfence_bench}
+BENCH_FENCED_DB=${BENCH_DB}_fenced
 BENCH_USER=${BENCH_USER:-postgres}
 PG_HOST=127.0.0.1
 PG_PORT=${BENCH_PG_PORT:-5432}
@@ -43,13 +45,13 @@ trap 'exit 130' INT TERM
 # Runs one pgbench measurement; appends "table, row, target, tps" (tps FAIL on error) to RESULTS.
 # The TPS is the mean of pgbench's per-second progress reports after the warm-up.
 measure() {
-  local table=$1 row=$2 target=$3 port=$4
+  local table=$1 row=$2 target=$3 port=$4 db=${MEASURE_DB:-$BENCH_DB}
   shift 4
   local output tps=FAIL
   if [[ -z $port ]]; then
     log "    $row via $target: not running"
   elif output=$(pgbench -n -h 127.0.0.1 -p "$port" -U "$BENCH_USER" -c "$BENCH_CLIENTS" \
-    -j "$BENCH_JOBS" -T "$((BENCH_WARMUP + BENCH_SECONDS))" -P 1 "$@" "$BENCH_DB" 2>&1); then
+    -j "$BENCH_JOBS" -T "$((BENCH_WARMUP + BENCH_SECONDS))" -P 1 "$@" "$db" 2>&1); then
     tps=$(awk -v warmup="$BENCH_WARMUP" '
       /^progress: / { if (++seconds > warmup) { sum += $4; n++ } }
       END { if (n > 0) printf "%.1f", sum / n }' <<<"$output")
@@ -65,15 +67,16 @@ summarize() {
 }
 
 prepare_database() {
-  log "==> database $BENCH_DB: pgbench -i -s $BENCH_SCALE"
-  dropdb -h "$PG_HOST" -p "$PG_PORT" -U "$BENCH_USER" --if-exists "$BENCH_DB"
-  createdb -h "$PG_HOST" -p "$PG_PORT" -U "$BENCH_USER" "$BENCH_DB"
-  pgbench -i -q -s "$BENCH_SCALE" -h "$PG_HOST" -p "$PG_PORT" -U "$BENCH_USER" "$BENCH_DB" 2>&1 |
+  local db=${1:-$BENCH_DB}
+  log "==> database $db: pgbench -i -s $BENCH_SCALE"
+  dropdb -h "$PG_HOST" -p "$PG_PORT" -U "$BENCH_USER" --if-exists "$db"
+  createdb -h "$PG_HOST" -p "$PG_PORT" -U "$BENCH_USER" "$db"
+  pgbench -i -q -s "$BENCH_SCALE" -h "$PG_HOST" -p "$PG_PORT" -U "$BENCH_USER" "$db" 2>&1 |
     tail -n 1 >&2
   # The write benchmark compares CPU cost: without this, each commit waits for a WAL flush and
   # the disk's latency (noisy on shared machines) decides the TPS and hides fencing's cost.
-  psql -X -q -h "$PG_HOST" -p "$PG_PORT" -U "$BENCH_USER" -d "$BENCH_DB" \
-    -c "ALTER DATABASE $BENCH_DB SET synchronous_commit = off"
+  psql -X -q -h "$PG_HOST" -p "$PG_PORT" -U "$BENCH_USER" -d "$db" \
+    -c "ALTER DATABASE $db SET synchronous_commit = off"
 }
 
 run_passthrough() {
@@ -92,35 +95,38 @@ run_passthrough() {
 # run without autovacuum) and a fresh checkpoint (the first write to each page after one logs the
 # whole page, so TPS climbs until the pages are written once; the warm-up absorbs that climb).
 reset_table_state() {
-  psql -X -q -h "$PG_HOST" -p "$PG_PORT" -U "$BENCH_USER" -d "$BENCH_DB" \
+  psql -X -q -h "$PG_HOST" -p "$PG_PORT" -U "$BENCH_USER" -d "$1" \
     -c 'VACUUM pgbench_accounts' -c 'CHECKPOINT'
 }
 
 run_fenced_writes() {
-  local round token mode target port
+  local round token mode target port db
   for round in $(seq 1 "$BENCH_ROUNDS"); do
     log "==> fenced writes round $round/$BENCH_ROUNDS (${BENCH_WARMUP}s warm-up + ${BENCH_SECONDS}s each)"
     for token in set comment; do
       for mode in simple prepared; do
         local script=(-s "$BENCH_SCALE" -M "$mode" -f "$BENCH_DIR/fenced-write-$token.sql")
         for target in unfenced fenced; do
-          port=$PGFENCE_PORT
-          [[ $target == fenced ]] && port=$PGFENCE_FENCED_PORT
-          reset_table_state
-          measure fenced "$token $mode" "$target" "$port" "${script[@]}"
+          port=$PGFENCE_PORT db=$BENCH_DB
+          [[ $target == fenced ]] && port=$PGFENCE_FENCED_PORT db=$BENCH_FENCED_DB
+          reset_table_state "$db"
+          MEASURE_DB=$db measure fenced "$token $mode" "$target" "$port" "${script[@]}"
         done
       done
     done
   done
 }
 
-# The fenced pgfence needs the pgfence schema and the fence column on pgbench_accounts.
+# The fenced pgfence writes a database of its own where migrate installed the pgfence schema,
+# the fence column and the fence triggers on pgbench_accounts: the unfenced runs write a table
+# with none of them.
 start_fenced_pgfence() {
   local config="$WORK_DIR/fenced-migrate.yaml"
   printf 'fencing: { tables: [{ name: pgbench_accounts }] }\n' >"$config"
-  log '==> pgfence migrate on the bench database'
+  prepare_database "$BENCH_FENCED_DB"
+  log '==> pgfence migrate on the fenced bench database'
   node dist/cli/main.js migrate --config "$config" \
-    --database-url "postgres://$BENCH_USER@$PG_HOST:$PG_PORT/$BENCH_DB" >&2 || {
+    --database-url "postgres://$BENCH_USER@$PG_HOST:$PG_PORT/$BENCH_FENCED_DB" >&2 || {
     log 'pgfence migrate failed'
     return 0
   }

@@ -8,7 +8,7 @@ import { setTimeout as delay } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
 import { parseConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
-import { demoDatabase, prepareDemoDatabase, withClient } from '../dev/demo-database.js'
+import { demoDatabase, prepareDemoDatabase, unfencedUrl, withClient } from '../dev/demo-database.js'
 import { startEmbeddedServer } from '../dev/embedded-postgres.js'
 import { createLogger } from '../log.js'
 import { startProxy } from '../proxy/proxy-server.js'
@@ -153,7 +153,7 @@ async function playRound(
     redisUrl: env.redisUrl,
     keyPrefix,
     databaseUrl: env.databaseUrl,
-    writeUrl: name === 'naive' || name === 'lease' ? env.databaseUrl : env.proxyUrl,
+    writeUrl: name === 'naive' || name === 'lease' ? unfencedUrl(env.databaseUrl) : env.proxyUrl,
     ttlMs: leaseTtlMs,
   })
   const first = startWorker(task('first', firstValue))

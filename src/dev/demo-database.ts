@@ -5,6 +5,8 @@ import { installSql } from '../schema/install.js'
 export const demoDatabase = 'pgfence_demo'
 
 const demoSchemaSql = `
+-- The fence triggers of an earlier start would refuse the reset below.
+SET pgfence.maintenance = on;
 CREATE TABLE IF NOT EXISTS invoices (
   id bigint PRIMARY KEY,
   status text NOT NULL,
@@ -17,6 +19,16 @@ ON CONFLICT (id) DO UPDATE
   SET status = excluded.status, amount_cents = excluded.amount_cents,
       fencing_token = excluded.fencing_token;
 `
+
+/**
+ * The URL of a session that writes as if no fence were installed (pgfence.maintenance on, as the
+ * superuser the demo runs as): the rounds that show what happens without pgfence.
+ */
+export function unfencedUrl(url: string): string {
+  const unfenced = new URL(url)
+  unfenced.searchParams.set('options', '-c pgfence.maintenance=on')
+  return unfenced.toString()
+}
 
 /** One short-lived connection for `work`, closed whatever happens. */
 export async function withClient<T>(

@@ -9,6 +9,7 @@ import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
 import { decodeParameterStatus } from '../wire/parameter-status.js'
 import { Backend, Frontend, FRONTEND_TYPE_CHARS } from '../wire/protocol.js'
+import { logMaintenanceStatement } from './maintenance-log.js'
 import { interceptStatement, REWRITTEN_TYPES, TERMINATE_ONLY } from './statement-interceptor.js'
 import { RequestTracker, type RequestProgress } from './request-progress.js'
 import { cutError, type CutReason } from './cut-outcome.js'
@@ -291,6 +292,7 @@ export class ProxySession {
   }
 
   private rewrite(message: Buffer): Buffer {
+    logMaintenanceStatement(message, this.options.logger)
     try {
       return interceptStatement(message, this.options.rewriter!)
     } catch (err) {

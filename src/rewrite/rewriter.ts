@@ -8,8 +8,16 @@ import { Lru } from './lru.js'
 import { exactMarks, marksOf, normalise, type CommentKeys, type CommentMark } from './normalise.js'
 import { createPrefilter } from './prefilter.js'
 import { Refusal, refusalSql } from './refusal.js'
+import {
+  canWrite,
+  maintenanceNeedle,
+  mixedTokensRefusal,
+  sharedToken,
+  statementMarker,
+} from './statement-marker.js'
 import type { StatementRewriter } from './statement-rewriter.js'
 import { fencedTables, resourceTables, type FencedTable, type ResourceTable } from './tables.js'
+import { escapeRegex } from './sql-text.js'
 import { fillTemplate, toTemplate, type Template } from './template.js'
 
 /** What pgfence sends upstream for a text, and the refusals it contains. */
@@ -19,6 +27,8 @@ export interface Rewrite {
   refusals: Refusal[]
   /** The rewrite holds comment values inside a string (a DO body): never a template. */
   exactOnly?: boolean
+  /** Nothing but the statement marker of this comment mark was added to the text. */
+  markOnly?: CommentMark
 }
 
 type CacheEntry =
@@ -27,8 +37,12 @@ type CacheEntry =
   | { kind: 'template'; template: Template }
   /** The literal-free form does not parse (typed literals...): rewrite the exact text. */
   | { kind: 'exact' }
+  /** The exact text with the statement marker of the comment token at this mark. */
+  | { kind: 'marked'; mark: CommentMark }
 
 const unchanged: CacheEntry = { kind: 'unchanged' }
+const commentOpener = /\/\*|--/
+const mayNameMaintenance = new RegExp(`${escapeRegex(maintenanceNeedle)}|set_config`, 'i')
 
 export class FencingRewriter implements StatementRewriter {
   /** Parser runs so far: the cache is doing its job when this stays flat. */
@@ -37,6 +51,8 @@ export class FencingRewriter implements StatementRewriter {
   private readonly resources: ResourceTable[]
   readonly commentKeys: CommentKeys
   private readonly mayTouchFencedTable: (sql: string) => boolean
+  /** Also true for a text that may carry a comment token: it gets the statement marker. */
+  private readonly mayNeedRewrite: (sql: string) => boolean
   readonly prefilterNeedles: readonly string[]
   private readonly cache: Lru<CacheEntry>
 
@@ -47,9 +63,18 @@ export class FencingRewriter implements StatementRewriter {
     this.tables = fencedTables(fencing)
     this.resources = resourceTables(fencing)
     this.commentKeys = { token: fencing.commentKey, resource: fencing.resourceCommentKey }
-    const prefilter = createPrefilter([...this.tables, ...this.resources])
-    this.mayTouchFencedTable = prefilter.test
-    this.prefilterNeedles = prefilter.needles
+    this.mayTouchFencedTable = createPrefilter([...this.tables, ...this.resources]).test
+    // The native relay's needles are plain words: its texts with the key but no comment are
+    // parsed once per shape and cached as unchanged.
+    const prefilter = createPrefilter([
+      ...this.tables,
+      ...this.resources,
+      { name: fencing.commentKey },
+    ])
+    const key = new RegExp(escapeRegex(fencing.commentKey), 'i')
+    this.mayNeedRewrite = (sql) =>
+      this.mayTouchFencedTable(sql) || (key.test(sql) && commentOpener.test(sql))
+    this.prefilterNeedles = [...prefilter.needles, maintenanceNeedle]
     this.cache = new Lru(cacheSize)
   }
 
@@ -58,7 +83,7 @@ export class FencingRewriter implements StatementRewriter {
   }
 
   rewriteQuery(sql: string): string | null {
-    if (!this.mayTouchFencedTable(sql)) return null
+    if (!this.mayNeedRewrite(sql)) return null
     const tokens = tokenize(sql)
     const normalised = normalise(sql, tokens, this.commentKeys)
     const key = `q\0${normalised.text}`
@@ -69,23 +94,31 @@ export class FencingRewriter implements StatementRewriter {
     }
     if (entry.kind === 'template') return fillTemplate(entry.template, normalised.values)
     if (entry.kind === 'exact') return this.cachedExact(`x\0${sql}`, sql, false)
+    if (entry.kind === 'marked') {
+      // The original text, comments and all: only the token's value is read from the template.
+      const value = normalised.values[Number(entry.mark.token!.slice(1)) - normalised.base]
+      return statementMarker({ ...entry.mark, token: value }) + sql
+    }
     return entry.kind === 'text' ? entry.text : null
   }
 
   templateForQuery(text: string): Template | null | undefined {
+    // Never cached in the native relay: the proxy logs each of these. The key has lost
+    // set_config's setting name with the other literals, so every set_config call goes by.
+    if (mayNameMaintenance.test(text)) return null
     const entry = this.templateFor(text, 1, marksOf(text))
     if (entry.kind === 'template') return entry.template
     return entry.kind === 'unchanged' ? undefined : null
   }
 
   rewriteParse(sql: string, named = false): string | null {
-    if (!this.mayTouchFencedTable(sql)) return null
+    if (!this.mayNeedRewrite(sql)) return null
     return this.cachedExact(`${named ? 'n' : 'p'}\0${sql}`, sql, true, named)
   }
 
   /** The rewrite of one text, uncached, with the refusals it holds (for `pgfence explain`). */
   explain(sql: string): Rewrite {
-    if (!this.mayTouchFencedTable(sql)) return { upstream: null, refusals: [] }
+    if (!this.mayNeedRewrite(sql)) return { upstream: null, refusals: [] }
     const tokens = tokenize(sql)
     return this.rewriteExact(sql, exactMarks(sql, tokens, this.commentKeys), 0)
   }
@@ -98,6 +131,7 @@ export class FencingRewriter implements StatementRewriter {
       return { kind: 'exact' }
     }
     if (rewrite.exactOnly) return { kind: 'exact' }
+    if (rewrite.markOnly) return { kind: 'marked', mark: rewrite.markOnly }
     return rewrite.upstream === null
       ? unchanged
       : { kind: 'template', template: toTemplate(rewrite.upstream, base) }
@@ -127,6 +161,8 @@ export class FencingRewriter implements StatementRewriter {
     try {
       return this.rewriteStatements(sql, marks, parameterCount, planOnce)
     } catch (err) {
+      // PostgreSQL reports the syntax error of a text that names no fenced table itself.
+      if (!this.mayTouchFencedTable(sql)) return { upstream: null, refusals: [] }
       const refusal = new Refusal(
         'PF501',
         'statement on a fenced table could not be parsed',
@@ -157,6 +193,7 @@ export class FencingRewriter implements StatementRewriter {
     let copied = 0
     let changed = false
     let exactOnly = false
+    const writerTokens: (CommentMark | undefined)[] = []
     tree.stmts.forEach((entry, index) => {
       const start = offsets(entry.stmt_location ?? 0)
       const end = entry.stmt_len
@@ -165,6 +202,7 @@ export class FencingRewriter implements StatementRewriter {
       const last = index === tree.stmts.length - 1
       const inStatement = marks.filter((m) => m.position >= start && (m.position < end || last))
       const tokenMark = inStatement.find((m) => m.token)
+      if (canWrite(entry.stmt as object)) writerTokens.push(tokenMark)
       const ctx: FenceContext = {
         tables: this.tables,
         resources: this.resources,
@@ -196,7 +234,33 @@ export class FencingRewriter implements StatementRewriter {
       copied = end
       changed = true
     })
-    return { upstream: changed ? upstream + text.slice(copied) : null, refusals, exactOnly }
+    const rewritten = changed ? upstream + text.slice(copied) : null
+    return this.withStatementMarker(text, rewritten, writerTokens, parameterCount, {
+      refusals,
+      exactOnly,
+    })
+  }
+
+  /** Puts the statement marker of the writers' shared comment token before the text. */
+  private withStatementMarker(
+    text: string,
+    rewritten: string | null,
+    writerTokens: (CommentMark | undefined)[],
+    parameterCount: number,
+    rest: Omit<Rewrite, 'upstream'>,
+  ): Rewrite {
+    const shared = sharedToken(writerTokens)
+    if (shared === undefined) return { upstream: rewritten, ...rest }
+    if (shared !== 'mixed') {
+      const markOnly = rewritten === null ? shared : undefined
+      return { upstream: statementMarker(shared) + (rewritten ?? text), ...rest, markOnly }
+    }
+    // Placeholders of a template cannot be compared: only exact texts can tell.
+    if (writerTokens.some((m) => m?.token?.startsWith('$'))) {
+      return { upstream: null, refusals: [], exactOnly: true }
+    }
+    const refusal = mixedTokensRefusal()
+    return { upstream: refusalSql(refusal, parameterCount), refusals: [refusal] }
   }
 }
 

@@ -1,4 +1,5 @@
 import { tokenize } from './lexer.js'
+import { markerPlaceholder } from './statement-marker.js'
 
 /** A rewritten text with holes where the placeholders `$base...` stand. */
 export interface Template {
@@ -11,6 +12,13 @@ export function toTemplate(text: string, base: number): Template {
   const parts: string[] = []
   const holes: number[] = []
   let copied = 0
+  // The statement marker's token sits inside a comment, where the lexer sees no placeholder.
+  const marker = markerPlaceholder(text)
+  if (marker && marker.number >= base) {
+    parts.push(text.slice(0, marker.start))
+    holes.push(marker.number - base)
+    copied = marker.end
+  }
   for (const token of tokenize(text)) {
     if (token.kind !== 'param') continue
     const number = Number(text.slice(token.start + 1, token.end))

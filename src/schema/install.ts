@@ -1,7 +1,8 @@
 import type { FencingConfig } from '../config/schema.js'
 import { fencedTables } from '../rewrite/tables.js'
-import { quoteIdent } from '../rewrite/sql-text.js'
+import { quoteIdent, quoteLiteral } from '../rewrite/sql-text.js'
 import { fenceHelpersSql } from './fence-helpers.js'
+import { fenceTriggersSql } from './fence-triggers.js'
 import { resourceFencesSql } from './resource-fences.js'
 import { tokenSourceSql } from './token-source.js'
 
@@ -10,16 +11,24 @@ const migrationLockKey = 0x7066656e6365
 
 /**
  * Everything `pgfence migrate` runs, in one transaction, idempotently: the pgfence schema, the
- * helpers, the token source, the resource fences and any missing fence columns. Adding a column
- * with a constant default is a catalog-only change.
+ * helpers, the token source, the resource fences, the maintenance role, and for each fenced
+ * table its fence column if missing and its fence triggers (see fence-triggers.ts). Adding a
+ * column with a constant default is a catalog-only change.
  */
 export function installSql(fencing: FencingConfig): string {
-  const columns = fencedTables(fencing).map((table) => {
+  const tables = fencedTables(fencing).map((table) => {
     const relation = [table.schema, table.name]
       .filter((part): part is string => part !== undefined)
       .map(quoteIdent)
       .join('.')
-    return `ALTER TABLE ${relation} ADD COLUMN IF NOT EXISTS ${quoteIdent(table.column)} bigint NOT NULL DEFAULT 0;`
+    const args = [
+      `${quoteLiteral(relation)}::regclass`,
+      quoteLiteral(table.column),
+      quoteLiteral(fencing.setting),
+      table.requireToken,
+      fencing.rejectUnissuedTokens,
+    ]
+    return `SELECT pgfence.fence_table(${args.join(', ')});`
   })
   return [
     'BEGIN;',
@@ -29,7 +38,8 @@ export function installSql(fencing: FencingConfig): string {
     fenceHelpersSql.trim(),
     tokenSourceSql.trim(),
     resourceFencesSql.trim(),
-    ...columns,
+    fenceTriggersSql.trim(),
+    ...tables,
     'COMMIT;',
     '',
   ].join('\n')

@@ -1,6 +1,6 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { createTestDatabase, maintenanceSession, type TestDatabase } from '../support/database.js'
 import { installSql } from '../../src/schema/install.js'
 import { parseConfig } from '../../src/config/load.js'
 import { startTestProxy, type TestProxy } from '../support/proxy.js'
@@ -17,7 +17,7 @@ let nodeRelayProxy: TestProxy
 
 /** A query on the test database, past the proxy. */
 async function direct(sql: string): Promise<pg.QueryResult> {
-  const client = new pg.Client({ connectionString: db.url })
+  const client = new pg.Client({ connectionString: db.url, ...maintenanceSession })
   await client.connect()
   try {
     return await client.query(sql)

@@ -1,6 +1,6 @@
 import pg from 'pg'
 import { afterAll, beforeAll, expect, test } from 'vitest'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { createTestDatabase, maintenanceSession, type TestDatabase } from '../support/database.js'
 import { fencedClient, fencingConfig, installFencing, type FencedClient } from './support.js'
 
 const fencing = fencingConfig({
@@ -11,7 +11,7 @@ let admin: pg.Client
 
 beforeAll(async () => {
   db = await createTestDatabase('fence_concurrency')
-  admin = new pg.Client({ connectionString: db.url })
+  admin = new pg.Client({ connectionString: db.url, ...maintenanceSession })
   await admin.connect()
   await admin.query(`
     CREATE TABLE counters (id int PRIMARY KEY, n int NOT NULL);

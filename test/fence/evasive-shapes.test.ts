@@ -1,6 +1,6 @@
 import pg from 'pg'
 import { afterAll, beforeAll, beforeEach, expect, test } from 'vitest'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { createTestDatabase, maintenanceSession, type TestDatabase } from '../support/database.js'
 import {
   fencedClient,
   fencingConfig,
@@ -23,7 +23,7 @@ const snapshot = async (): Promise<unknown[]> =>
 
 beforeAll(async () => {
   db = await createTestDatabase('fence_evasive')
-  admin = new pg.Client({ connectionString: db.url })
+  admin = new pg.Client({ connectionString: db.url, ...maintenanceSession })
   await admin.connect()
   await admin.query(invoicesSql)
   await admin.query('CREATE TABLE other (id int)')

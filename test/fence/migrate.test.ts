@@ -5,7 +5,7 @@ import pg from 'pg'
 import { afterAll, beforeAll, expect, test, vi } from 'vitest'
 import { run as explain } from '../../src/cli/explain.js'
 import { run as migrate } from '../../src/cli/migrate.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { createTestDatabase, maintenanceSession, type TestDatabase } from '../support/database.js'
 
 let db: TestDatabase
 let admin: pg.Client
@@ -14,7 +14,7 @@ let configFile: string
 
 beforeAll(async () => {
   db = await createTestDatabase('fence_migrate')
-  admin = new pg.Client({ connectionString: db.url })
+  admin = new pg.Client({ connectionString: db.url, ...maintenanceSession })
   await admin.connect()
   await admin.query(
     'CREATE SCHEMA billing; CREATE TABLE invoices (id int); CREATE TABLE billing."Ledger" (id int)',
@@ -95,7 +95,7 @@ test('migrate --dry-run prints the SQL without a database; bad arguments exit 2'
   expect(dry.code).toBe(0)
   expect(dry.out).toMatch(/^BEGIN;/)
   expect(dry.out).toContain(
-    'ALTER TABLE "billing"."Ledger" ADD COLUMN IF NOT EXISTS "epoch" bigint NOT NULL DEFAULT 0;',
+    `SELECT pgfence.fence_table('"billing"."Ledger"'::regclass, 'epoch', 'app.fencing_token', true, false);`,
   )
   const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true)
   try {
@@ -112,7 +112,7 @@ test('explain prints the upstream statement, a refusal, or pass-through', async 
   )
   expect(fenced.code).toBe(0)
   expect(fenced.out).toMatch(
-    /^upstream: UPDATE invoices SET id = 2, ?fencing_token = CASE WHEN invoices\.fencing_token > '7' THEN pgfence\.stale\(/,
+    /^upstream: \/\*pgfence:token='7'\*\/ UPDATE invoices SET id = 2, ?fencing_token = CASE WHEN invoices\.fencing_token > '7' THEN pgfence\.stale\(/,
   )
   const refused = await capture(() => explain(['--config', configFile, 'TRUNCATE invoices']))
   expect(refused.out).toMatch(

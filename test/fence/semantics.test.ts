@@ -1,6 +1,6 @@
 import pg from 'pg'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { createTestDatabase, maintenanceSession, type TestDatabase } from '../support/database.js'
 import {
   fencedClient,
   fencingConfig,
@@ -23,7 +23,7 @@ const row99 = async (): Promise<{ status: string; fencing_token: string }> =>
 
 beforeAll(async () => {
   db = await createTestDatabase('fence_semantics')
-  admin = new pg.Client({ connectionString: db.url })
+  admin = new pg.Client({ connectionString: db.url, ...maintenanceSession })
   await admin.connect()
   await admin.query(invoicesSql)
   await installFencing(db.url, fencing)

@@ -1,7 +1,7 @@
 import pg from 'pg'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { waitFor } from '../e2e/support/wait.js'
-import { createTestDatabase } from '../support/database.js'
+import { createTestDatabase, maintenanceSession } from '../support/database.js'
 import { literal, parameterised, presentToken, runGcPauseScenario } from './scenario.js'
 import { pgOutcome, sqlstateOf, startFencedStack, type FencedStack } from './support.js'
 
@@ -265,7 +265,7 @@ describe('transactions and multi-statement queries', () => {
 
   test('each statement of a multi-statement query is fenced and answers as without pgfence', async () => {
     await stack.seed(98)
-    const direct = new pg.Client({ connectionString: stack.db.url })
+    const direct = new pg.Client({ connectionString: stack.db.url, ...maintenanceSession })
     await direct.connect()
     try {
       const unfenced = await perStatement(direct)
@@ -297,12 +297,15 @@ describe('pass-through', () => {
       "  SELECT current_query() AS q, 'é ✓ invoices' AS s ;  ",
       "INSERT INTO invoices_archive VALUES (1, 'x') RETURNING current_query() AS q",
     ]
+    // A comment token is the one addition: the statement marker the fence triggers read.
+    const upstream = (text: string) =>
+      text.includes("fencing_token='7'") ? `/*pgfence:token='7'*/ ${text}` : text
     for (const text of texts) {
-      expect((await app.query(text)).rows[0].q).toBe(text)
+      expect((await app.query(text)).rows[0].q).toBe(upstream(text))
       expect(
         (await app.query(text.replaceAll("'x'", '$1'), text.includes("'x'") ? ['x'] : [])).rows[0]
           .q,
-      ).toBe(text.replaceAll("'x'", '$1'))
+      ).toBe(upstream(text.replaceAll("'x'", '$1')))
     }
   })
 
@@ -330,6 +333,31 @@ describe('rejection log', () => {
       conn: expect.any(Number),
       incoming: '101',
       committed: '102',
+    })
+  })
+})
+
+describe('maintenance', () => {
+  test('a superuser writes with no token under pgfence.maintenance; each switch is logged', async () => {
+    await stack.seed(99, '102')
+    await app.query('BEGIN')
+    await app.query('SET LOCAL pgfence.maintenance = on')
+    expect(await sqlstateOf(updateStatus(app, 'REPAIRED'))).toBe('ok')
+    await app.query('COMMIT')
+    expect(await stack.invoice(99)).toEqual({ status: 'REPAIRED', fencing_token: '102' })
+    const isMaintenance = (record: Record<string, unknown>) =>
+      record.msg === 'pgfence.maintenance statement' &&
+      record.statement === 'SET LOCAL pgfence.maintenance = on'
+    for (let round = 0; round < 2; round++) {
+      await app.query("SELECT set_config('pgfence.maintenance', 'off', false)")
+    }
+    await waitFor(
+      () => stack.logRecords.filter((r) => String(r.statement).includes('set_config')).length === 2,
+      { what: 'one log line per maintenance statement, also when repeated' },
+    )
+    expect(stack.logRecords.find(isMaintenance)).toMatchObject({
+      level: 30,
+      conn: expect.any(Number),
     })
   })
 })

@@ -4,7 +4,7 @@ import { pino } from 'pino'
 import { parseConfig } from '../../src/config/load.js'
 import { startProxy, type RunningProxy } from '../../src/proxy/proxy-server.js'
 import { installSql } from '../../src/schema/install.js'
-import type { TestDatabase } from '../support/database.js'
+import { maintenanceSession, type TestDatabase } from '../support/database.js'
 import { relayUnderTest } from '../support/proxy.js'
 export { sqlstateOf } from '../support/sqlstate.js'
 
@@ -45,7 +45,7 @@ function capturingLogger(records: Record<string, unknown>[]): pino.Logger {
 }
 
 export async function startFencedStack(db: TestDatabase): Promise<FencedStack> {
-  const admin = new pg.Client({ connectionString: db.url })
+  const admin = new pg.Client({ connectionString: db.url, ...maintenanceSession })
   await admin.connect()
   const config = parseConfig({
     listen: { host: '127.0.0.1', port: 0 },

@@ -115,15 +115,37 @@ describe('write shapes', () => {
 })
 
 describe('multi-statement queries and comment tokens', () => {
-  test('untouched statements keep their text; each comment token applies to its own statement', () => {
+  test('untouched statements keep their text; a shared comment token marks the whole query', () => {
     const out = rewriter.rewriteQuery(
-      "select  'keep'  ; UPDATE invoices SET a = 1 /* fencing_token=7 */; UPDATE invoices SET a = 2; SELECT  2",
+      "BEGIN; UPDATE invoices SET a = 1 /* fencing_token=7 */; select  'keep' /* fencing_token=7 */; COMMIT",
     )!
     const [first, second, third, fourth] = out.split(';')
-    expect(first).toBe("select  'keep'  ")
+    expect(first).toBe("/*pgfence:token='7'*/ BEGIN")
     expect(second).toContain("pgfence.stale(invoices.fencing_token, '7'")
-    expect(third).toContain('pgfence.advance_token(invoices.fencing_token, NULL')
-    expect(fourth).toBe(' SELECT  2')
+    expect(third).toBe(" select  'keep' /* fencing_token=7 */")
+    expect(fourth).toBe(' COMMIT')
+  })
+
+  test('statements with different comment tokens in one query are PF501', () => {
+    for (const sql of [
+      'UPDATE invoices SET a = 1 /* fencing_token=7 */; UPDATE invoices SET a = 2',
+      'SELECT 1 /* fencing_token=7 */; SELECT 2 /* fencing_token=8 */',
+    ]) {
+      expect(rewriter.rewriteQuery(sql)).toMatch(
+        /^SELECT pgfence\.refuse\('PF501', 'statements with different fencing tokens/,
+      )
+    }
+  })
+
+  test('a comment token marks a statement that names no fenced table; literals do not', () => {
+    expect(rewriter.rewriteQuery("/*fencing_token='201'*/ SELECT pay(99)")).toBe(
+      "/*pgfence:token='201'*/ /*fencing_token='201'*/ SELECT pay(99)",
+    )
+    expect(rewriter.rewriteParse('SELECT pay($1) -- fencing_token=abc')).toBe(
+      "/*pgfence:token='-'*/ SELECT pay($1) -- fencing_token=abc",
+    )
+    expect(rewriter.rewriteQuery("SELECT '/* fencing_token=5 */'")).toBeNull()
+    expect(rewriter.rewriteQuery('SELECT pay(99 /* fencing_token=5 */')).toBeNull()
   })
 
   test('a leading sqlcommenter comment belongs to the statement after it', () => {

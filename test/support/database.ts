@@ -36,3 +36,9 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
     drop: async () => void (await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)),
   }
 }
+
+/**
+ * Connection options of a test's own fixture connection: it seeds and reads fenced tables with
+ * pgfence.maintenance on, as a superuser, so the fence triggers let it write any token.
+ */
+export const maintenanceSession = { options: '-c pgfence.maintenance=on' }
