@@ -3,7 +3,7 @@ import pg from 'pg'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { installSql } from '../../src/schema/install.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { createTestDatabase, maintenanceSession, type TestDatabase } from '../support/database.js'
 import { startFaultStack, type FaultStack } from './support.js'
 import type { FaultMode } from './fault-relay.js'
 
@@ -21,7 +21,7 @@ let stack: FaultStack
 
 beforeAll(async () => {
   db = await createTestDatabase('faults_invariant')
-  admin = new pg.Client({ connectionString: db.url })
+  admin = new pg.Client({ connectionString: db.url, ...maintenanceSession })
   await admin.connect()
   await admin.query('CREATE TABLE invoices (id int PRIMARY KEY, status text NOT NULL)')
   await admin.query(installSql(parseConfig({ fencing }).fencing))

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process'
 import { setTimeout as delay } from 'node:timers/promises'
 import pg from 'pg'
 import { afterAll, afterEach, beforeAll, expect, test } from 'vitest'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { createTestDatabase, maintenanceSession, type TestDatabase } from '../support/database.js'
 import { relayUnderTest, type ConfigOverrides } from '../support/proxy.js'
 import { waitFor } from '../e2e/support/wait.js'
 import {
@@ -19,7 +19,7 @@ let stack: FaultStack | undefined
 
 beforeAll(async () => {
   db = await createTestDatabase('faults_timeouts')
-  admin = new pg.Client({ connectionString: db.url })
+  admin = new pg.Client({ connectionString: db.url, ...maintenanceSession })
   await admin.connect()
   await admin.query('CREATE TABLE locked (id int PRIMARY KEY)')
   await admin.query('INSERT INTO locked VALUES (1)')
