@@ -13,6 +13,7 @@ import { logMaintenanceStatement } from './maintenance-log.js'
 import { interceptStatement, REWRITTEN_TYPES, TERMINATE_ONLY } from './statement-interceptor.js'
 import { RequestTracker, type RequestProgress } from './request-progress.js'
 import { cutError, type CutReason } from './cut-outcome.js'
+import { withLoginQuery, type LoginPhase, type LoginQuery } from './login-query.js'
 import {
   nativeRelayModule,
   plainDescriptor,
@@ -47,6 +48,8 @@ export interface SessionOptions {
   loginDeadline: AbortSignal
   /** Cancels what the session's backend runs. */
   cancelBackend(key: BackendKey): Promise<void>
+  /** A query to run on the server connection before the client's first ReadyForQuery. */
+  loginQuery?: LoginQuery | null
 }
 
 /**
@@ -71,7 +74,7 @@ export class ProxySession {
   private lastErrorFatal = false
   private readonly framer: MessageFramer
   private readonly scanner: BackendScanner
-  private readonly authFilter: AuthPhaseFilter
+  private readonly authFilter: LoginPhase
   private native: NativeRelay | null = null
   /** Set when authentication ends, if the session may move to the native relay. */
   private handOverPending = false
@@ -101,7 +104,11 @@ export class ProxySession {
       (message) => this.onServerMessage(message),
       (status) => this.requests.readyForQuery(status),
     )
-    this.authFilter = new AuthPhaseFilter(options.keepChannelBinding)
+    this.authFilter = withLoginQuery(
+      new AuthPhaseFilter(options.keepChannelBinding),
+      options.loginQuery ?? null,
+      (bytes) => this.upstream.write(bytes),
+    )
   }
 
   start(startupPacket: Buffer, leftover: Buffer): void {
