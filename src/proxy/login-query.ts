@@ -20,10 +20,11 @@ export interface LoginPhase {
  */
 export function withLoginQuery(
   auth: AuthPhaseFilter,
-  query: LoginQuery | null,
+  queryFor: (() => LoginQuery | null) | null,
   sendUpstream: (bytes: Buffer) => void,
 ): LoginPhase {
-  if (query === null) return auth
+  if (queryFor === null) return auth
+  let query: LoginQuery | null = null
   let held: Buffer[] | null = null
   const response = new AuthPhaseFilter(true)
   const collected: Buffer[] = []
@@ -32,6 +33,9 @@ export function withLoginQuery(
       if (held === null) {
         const { forward, rest } = auth.push(chunk)
         if (rest === null) return { forward, rest }
+        // Asked only now: the client has authenticated to a database that exists.
+        query = queryFor()
+        if (query === null) return { forward, rest }
         // Copies: the chunk may be a view of a read buffer that is reused meanwhile.
         held = forward.map((message) => Buffer.from(message))
         sendUpstream(encodeQuery(query.sql))
@@ -40,7 +44,7 @@ export function withLoginQuery(
       const { forward, rest } = response.push(chunk)
       collected.push(...forward.map((message) => Buffer.from(message)))
       if (rest === null) return { forward: [], rest: null }
-      query.done(collected.slice(0, -1))
+      query!.done(collected.slice(0, -1))
       return { forward: held, rest }
     },
   }

@@ -125,7 +125,7 @@ export async function startProxy(
         get queryCache() {
           return names?.rewriterFor(database) ? null : queryCache
         },
-        loginQuery: names?.loginQuery(database),
+        loginQuery: names && (() => names.loginQuery(database)),
         logger: sessionLog,
         onReady: () => {
           clearTimeout(startupTimer)

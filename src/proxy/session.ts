@@ -49,8 +49,8 @@ export interface SessionOptions {
   loginDeadline: AbortSignal
   /** Cancels what the session's backend runs. */
   cancelBackend(key: BackendKey): Promise<void>
-  /** A query to run on the server connection before the client's first ReadyForQuery. */
-  loginQuery?: LoginQuery | null
+  /** Gives a query to run on the server connection before the client's first ReadyForQuery. */
+  loginQuery?: (() => LoginQuery | null) | null
 }
 
 /**
