@@ -11,6 +11,7 @@ const nodeRelaySuites = [
   'test/faults/timeouts.test.ts',
   'test/faults/outcomes.test.ts',
   'test/faults/invariant.test.ts',
+  'test/fencing-e2e/readable-errors.test.ts',
 ]
 
 export default defineConfig({

@@ -1,7 +1,9 @@
 import { parseArgs } from 'node:util'
 import pg from 'pg'
 import { loadConfigFile } from '../config/load.js'
+import type { FencingConfig } from '../config/schema.js'
 import { installSql } from '../schema/install.js'
+import { resolveTables } from '../schema/resolve-tables.js'
 
 const usage = 'usage: pgfence migrate --config FILE --database-url URL [--dry-run]'
 
@@ -25,20 +27,31 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`${usage}\n`)
     return 2
   }
-  let sql: string
+  let fencing: FencingConfig
   try {
-    sql = installSql(loadConfigFile(values.config).fencing)
+    fencing = loadConfigFile(values.config).fencing
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n`)
     return 2
   }
-  if (values['dry-run']) {
-    process.stdout.write(sql)
+  if (values['dry-run'] && !values['database-url']) {
+    process.stdout.write(installSql(fencing))
     return 0
   }
   const client = new pg.Client({ connectionString: values['database-url'] })
   try {
     await client.connect()
+    const { tables, problems } = await resolveTables(client, fencing)
+    if (problems.length > 0) {
+      for (const problem of problems) process.stderr.write(`pgfence migrate: ${problem.message}\n`)
+      process.stderr.write('pgfence migrate: nothing was changed\n')
+      return 1
+    }
+    const sql = installSql(fencing, tables)
+    if (values['dry-run']) {
+      process.stdout.write(sql)
+      return 0
+    }
     await client.query(sql)
   } catch (err) {
     process.stderr.write(`pgfence migrate failed: ${(err as Error).message}\n`)

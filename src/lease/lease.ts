@@ -64,13 +64,33 @@ export class Lease {
   }
 
   /**
-   * Presents this lease on a connection: `SET app.fencing_token = <token>` and
-   * `SET app.fencing_resource = '<resource>'`, for row fences and resource fences alike.
+   * Presents this lease on a connection for the rest of its session: `SET app.fencing_token =
+   * <token>` and `SET app.fencing_resource = '<resource>'`, for row fences and resource fences
+   * alike. On a pooled connection the settings stay for the next borrower: prefer
+   * applyToTransaction there.
    */
   async applyTo(client: Queryable): Promise<void> {
     await client.query(
       `SET app.fencing_token = ${this.token}; SET app.fencing_resource = ${quoteLiteral(this.resource)}`,
     )
+  }
+
+  /**
+   * Presents this lease for the current transaction only (call it after BEGIN): the settings end
+   * with the transaction, committed or rolled back, so they cannot leak through a pool. Runs
+   * transactionSql().
+   */
+  async applyToTransaction(client: Queryable): Promise<void> {
+    await client.query(this.transactionSql())
+  }
+
+  /**
+   * The one statement that presents this lease for the current transaction, for an ORM's own
+   * transaction object (`trx.raw(lease.transactionSql())`...): `SELECT set_config(…, true)` for
+   * the token and the resource. One statement, so it also runs as a prepared statement.
+   */
+  transactionSql(): string {
+    return `SELECT pg_catalog.set_config('app.fencing_token', '${this.token}', true), pg_catalog.set_config('app.fencing_resource', ${quoteLiteral(this.resource)}, true)`
   }
 
   /**

@@ -6,9 +6,10 @@
  * Client→server bytes are framed (type and length checked) and the message types the session
  * asks for (Query, Parse, Terminate) are handed to JavaScript whole, which returns the bytes to
  * send in their place; a Query whose literal-normalised text has a cached rewrite template is
- * rewritten here instead (query-cache.h). Server→client bytes pass untouched; their boundaries
- * are followed so that ErrorResponses and ParameterStatus messages can be reported and the proxy
- * knows where it may insert an error of its own.
+ * rewritten here instead (query-cache.h). Server→client bytes pass untouched, except that an
+ * ErrorResponse is held until whole and JavaScript may replace it; their boundaries are followed
+ * so that ErrorResponses and ParameterStatus messages can be reported and the proxy knows where
+ * it may insert an error of its own.
  */
 #define NAPI_VERSION 8
 #include <errno.h>
@@ -61,6 +62,7 @@ typedef struct {
   size_t held_total;
   int holding;
   int skipping;       /* gathering was refused (too large): the rest just passes */
+  int withholding;    /* the held message goes out only once whole (server ErrorResponses) */
 } framer_t;
 
 typedef struct relay relay_t;
@@ -439,8 +441,8 @@ static int deliver_held(relay_t *r, batch_t *b) {
   return deliver(r, b, data, len, data);
 }
 
-static int forward_run(relay_t *r, batch_t *b, const uint8_t *chunk, size_t start, size_t end) {
-  return end > start ? batch_add(&r->server, b, chunk + start, end - start, NULL) : 0;
+static int forward_run(side_t *to, batch_t *b, const uint8_t *chunk, size_t start, size_t end) {
+  return end > start ? batch_add(to, b, chunk + start, end - start, NULL) : 0;
 }
 
 /* A header that arrived split: completes it from the chunk. Returns the chunk bytes consumed,
@@ -483,7 +485,7 @@ static int frame_client(relay_t *r, batch_t *b, const uint8_t *chunk, size_t end
       run = pos;
       if (f->held.len == f->held_total && deliver_held(r, b) < 0) return -1;
     } else if (f->header_len > 0 || end - pos < HEADER_BYTES) {
-      if (forward_run(r, b, chunk, run, pos) < 0) return -1;
+      if (forward_run(&r->server, b, chunk, run, pos) < 0) return -1;
       size_t take = finish_split_header(r, b, chunk + pos, end - pos);
       if (take == (size_t)-1) return -1;
       pos += take;
@@ -493,7 +495,7 @@ static int frame_client(relay_t *r, batch_t *b, const uint8_t *chunk, size_t end
       if (total == 0) return -1;
       progress_client_message(&r->progress, chunk + pos, end - pos, loop_now(r));
       if (r->intercept[chunk[pos]]) {
-        if (forward_run(r, b, chunk, run, pos) < 0) return -1;
+        if (forward_run(&r->server, b, chunk, run, pos) < 0) return -1;
         if (end - pos >= total) {
           if (deliver(r, b, chunk + pos, total, NULL) < 0) return -1;
           pos += total;
@@ -512,59 +514,95 @@ static int frame_client(relay_t *r, batch_t *b, const uint8_t *chunk, size_t end
       }
     }
   }
-  return forward_run(r, b, chunk, run, pos);
+  return forward_run(&r->server, b, chunk, run, pos);
 }
 
 /* ---- server → client ---- */
 
-static void report_server_message(relay_t *r, const uint8_t *message, size_t n) {
+/* Reports a whole server message to JavaScript. A withheld one (an ErrorResponse) goes into
+ * the batch now: as JavaScript returns it (a Buffer), or as it is. Returns -1 when out of
+ * memory. */
+static int report_server_message(relay_t *r, batch_t *b, const uint8_t *message, size_t n,
+                                 int withheld) {
   napi_handle_scope scope;
   napi_open_handle_scope(r->env, &scope);
   napi_value argv[1] = {buffer_copy(r->env, message, n)};
-  call_js(r, ON_SERVER_MESSAGE, 1, argv, NULL);
+  napi_value result;
+  int failed = call_js(r, ON_SERVER_MESSAGE, 1, argv, &result);
+  bool is_buffer = false;
+  if (!failed && withheld) napi_is_buffer(r->env, result, &is_buffer);
+  int status = 0;
+  if (is_buffer) {
+    void *data;
+    size_t len;
+    napi_get_buffer_info(r->env, result, &data, &len);
+    status = batch_add_copy(&r->client, b, data, len);
+  } else if (withheld) {
+    status = batch_add_copy(&r->client, b, message, n);
+  }
   napi_close_handle_scope(r->env, scope);
+  return status;
 }
 
-/* Follows the server's message boundaries through one chunk, reporting ErrorResponses and
- * ParameterStatus messages. */
-static void scan_server(relay_t *r, const uint8_t *chunk, size_t end) {
+static int pass_held_server_message(relay_t *r, batch_t *b) {
   framer_t *f = &r->from_server;
-  size_t pos = 0;
+  int withheld = f->withholding;
+  f->holding = f->withholding = 0;
+  int status = report_server_message(r, b, f->held.data, f->held.len, withheld);
+  f->held.len = 0;
+  return status;
+}
+
+/* A whole server header: starts gathering the message when it is reported. */
+static void start_server_message(framer_t *f) {
+  uint32_t length = read_u32(f->header + 1);
+  size_t body = length < 4 ? 0 : (size_t)length - 4;
+  int reported = f->header[0] == ERROR_RESPONSE || f->header[0] == PARAMETER_STATUS;
+  f->holding = f->withholding = 0;
+  if (reported && body + HEADER_BYTES <= MAX_REPORTED_MESSAGE) {
+    f->held.len = 0;
+    f->holding = bytes_append(&f->held, f->header, HEADER_BYTES) == 0;
+    f->withholding = f->holding && f->header[0] == ERROR_RESPONSE;
+  }
+  f->remaining = body;
+}
+
+/* Follows the server's message boundaries through one chunk into the batch for the client,
+ * reporting ErrorResponses and ParameterStatus messages. An ErrorResponse, and a header split
+ * across chunks, is held back until whole. Returns -1 when out of memory. */
+static int scan_server(relay_t *r, batch_t *b, const uint8_t *chunk, size_t end) {
+  framer_t *f = &r->from_server;
+  size_t pos = 0, run = 0;
   while (pos < end && !r->stopped) {
     if (f->remaining > 0) {
       size_t take = f->remaining < end - pos ? f->remaining : end - pos;
       progress_server_body(&r->progress, chunk[pos]);
-      if (f->holding && bytes_append(&f->held, chunk + pos, take) < 0) f->holding = 0;
+      if (f->holding && bytes_append(&f->held, chunk + pos, take) < 0) return -1;
       f->remaining -= take;
       pos += take;
-      if (f->remaining == 0 && f->holding) {
-        f->holding = 0;
-        report_server_message(r, f->held.data, f->held.len);
-        f->held.len = 0;
-      }
+      if (f->withholding) run = pos;
+      if (f->remaining == 0 && f->holding && pass_held_server_message(r, b) < 0) return -1;
       continue;
     }
-    size_t take = HEADER_BYTES - f->header_len;
+    size_t had = f->header_len;
+    size_t take = HEADER_BYTES - had;
     if (take > end - pos) take = end - pos;
-    memcpy(f->header + f->header_len, chunk + pos, take);
+    memcpy(f->header + had, chunk + pos, take);
     f->header_len += take;
-    pos += take;
-    if (f->header_len < HEADER_BYTES) break;
+    if (f->header_len < HEADER_BYTES) break; /* held back until the next chunk completes it */
     f->header_len = 0;
     progress_server_header(&r->progress, f->header[0]);
-    uint32_t length = read_u32(f->header + 1);
-    size_t body = length < 4 ? 0 : (size_t)length - 4;
-    int reported = f->header[0] == ERROR_RESPONSE || f->header[0] == PARAMETER_STATUS;
-    if (reported && body + HEADER_BYTES <= MAX_REPORTED_MESSAGE) {
-      f->held.len = 0;
-      f->holding = bytes_append(&f->held, f->header, HEADER_BYTES) == 0;
-      if (body == 0 && f->holding) {
-        f->holding = 0;
-        report_server_message(r, f->held.data, f->held.len);
-      }
+    start_server_message(f);
+    if (f->withholding) {
+      if (forward_run(&r->client, b, chunk, run, pos) < 0) return -1;
+      run = pos + take;
+    } else if (had > 0 && batch_add_copy(&r->client, b, f->header, had) < 0) {
+      return -1;
     }
-    f->remaining = body;
+    pos += take;
+    if (f->remaining == 0 && f->holding && pass_held_server_message(r, b) < 0) return -1;
   }
+  return forward_run(&r->client, b, chunk, run, pos);
 }
 
 /* ---- the event loop side ---- */
@@ -589,9 +627,11 @@ static int relay_read(relay_t *r, side_t *from) {
     }
   } else {
     r->progress.progress_at = loop_now(r);
-    scan_server(r, read_buffer, (size_t)n);
-    if (r->stopped) return -1;
-    batch_add(to, &batch, read_buffer, (size_t)n, NULL);
+    if (scan_server(r, &batch, read_buffer, (size_t)n) < 0 || r->stopped) {
+      batch_release(&batch);
+      if (!r->stopped) report_close(r, "client", "out of memory");
+      return -1;
+    }
   }
   if (batch_flush(to, &batch) < 0) {
     report_close(r, is_client ? "server" : "client", "write failed");

@@ -35,8 +35,11 @@ export interface NativeRelayOptions {
   outstanding: number
   /** Returns the bytes to send upstream in the message's place, or undefined to send it as is. */
   onMessage(message: Buffer): Buffer | undefined
-  /** A whole ErrorResponse or ParameterStatus from the server. */
-  onServerMessage(message: Buffer): void
+  /**
+   * A whole ErrorResponse or ParameterStatus from the server. For an ErrorResponse, which the
+   * relay holds back until it is whole, it may return the bytes to send the client instead.
+   */
+  onServerMessage(message: Buffer): Buffer | undefined
   /** A socket closed or failed ('client', 'server'), or the client broke the protocol ('invalid'). */
   onClose(kind: 'client' | 'server' | 'invalid', detail?: string): void
 }

@@ -17,6 +17,7 @@ import { createFencingRewriter } from './fencing.js'
 import { createNativeQueryCache } from './native-query-cache.js'
 import { nativeRelayModule } from './native-relay.js'
 import { watchSessionTimeouts } from './session-timeouts.js'
+import { TableNameChecks } from './table-name-checks.js'
 
 export interface ProxyOptions {
   logger?: Logger
@@ -73,6 +74,9 @@ export async function startProxy(
     logger.warn('the native relay was not built (npm run build:native): relaying in JavaScript')
   const queryCache =
     nativeRelay && rewriter ? createNativeQueryCache(rewriter, options.queryCacheSize) : null
+  // Only for fencing made from the config: its names are what the databases must resolve.
+  const nameChecks =
+    options.rewriter === undefined && rewriter ? new TableNameChecks(config.fencing, logger) : null
   const connections = new Set<net.Socket>()
   const sessions = new Set<ProxySession>()
   let nextId = 0
@@ -100,10 +104,9 @@ export async function startProxy(
         throw new PgError('53300', 'sorry, too many clients already')
       }
       const params = handshake.packet.params
-      const sessionLog = log.child({
-        user: params.get('user'),
-        database: params.get('database') ?? params.get('user'),
-      })
+      const database = params.get('database') ?? params.get('user') ?? ''
+      const sessionLog = log.child({ user: params.get('user'), database })
+      const names = params.has('replication') ? null : nameChecks
       // The server speaks only after the startup packet, which the session sends.
       const relay: { session?: ProxySession } = {}
       login = new UpstreamLogin(config.upstream)
@@ -115,7 +118,14 @@ export async function startProxy(
       if (raw.destroyed) return void upstream.destroy()
       const session = (relay.session = new ProxySession(handshake.connection, upstream, {
         maxMessageBytes: config.limits.maxMessageBytes,
-        rewriter,
+        // Read when used: a database whose names do not resolve gets its own rewriter.
+        get rewriter() {
+          return names?.rewriterFor(database) ?? rewriter
+        },
+        get queryCache() {
+          return names?.rewriterFor(database) ? null : queryCache
+        },
+        loginQuery: names && (() => names.loginQuery(database)),
         logger: sessionLog,
         onReady: () => {
           clearTimeout(startupTimer)
@@ -123,7 +133,6 @@ export async function startProxy(
         },
         keepChannelBinding: sameCertificate(handshake.connection.socket, upstream, ownTls),
         nativeRelay,
-        queryCache,
         loginDeadline: login.deadline,
         cancelBackend: (key) => cancelBackend(config.upstream, key),
       }))

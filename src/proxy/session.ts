@@ -13,6 +13,8 @@ import { logMaintenanceStatement } from './maintenance-log.js'
 import { interceptStatement, REWRITTEN_TYPES, TERMINATE_ONLY } from './statement-interceptor.js'
 import { RequestTracker, type RequestProgress } from './request-progress.js'
 import { cutError, type CutReason } from './cut-outcome.js'
+import { readableError } from './readable-errors.js'
+import { withLoginQuery, type LoginPhase, type LoginQuery } from './login-query.js'
 import {
   nativeRelayModule,
   plainDescriptor,
@@ -47,6 +49,8 @@ export interface SessionOptions {
   loginDeadline: AbortSignal
   /** Cancels what the session's backend runs. */
   cancelBackend(key: BackendKey): Promise<void>
+  /** Gives a query to run on the server connection before the client's first ReadyForQuery. */
+  loginQuery?: (() => LoginQuery | null) | null
 }
 
 /**
@@ -71,7 +75,7 @@ export class ProxySession {
   private lastErrorFatal = false
   private readonly framer: MessageFramer
   private readonly scanner: BackendScanner
-  private readonly authFilter: AuthPhaseFilter
+  private readonly authFilter: LoginPhase
   private native: NativeRelay | null = null
   /** Set when authentication ends, if the session may move to the native relay. */
   private handOverPending = false
@@ -101,7 +105,11 @@ export class ProxySession {
       (message) => this.onServerMessage(message),
       (status) => this.requests.readyForQuery(status),
     )
-    this.authFilter = new AuthPhaseFilter(options.keepChannelBinding)
+    this.authFilter = withLoginQuery(
+      new AuthPhaseFilter(options.keepChannelBinding),
+      options.loginQuery ?? null,
+      (bytes) => this.upstream.write(bytes),
+    )
   }
 
   start(startupPacket: Buffer, leftover: Buffer): void {
@@ -201,9 +209,9 @@ export class ProxySession {
     if (session === null) return true
     if (session.length > 0) {
       this.requests.serverBytes()
-      this.scanner.scan(session)
+      const forward = this.scanner.scan(session)
       if (this.ended) return false
-      this.client.write(session)
+      if (forward.length > 0) this.client.write(forward)
     }
     if (this.handOverPending) {
       this.handOverPending = false
@@ -302,10 +310,10 @@ export class ProxySession {
     }
   }
 
-  /** An ErrorResponse or a ParameterStatus from the server, read whole. */
-  private onServerMessage(message: Buffer): void {
-    if (message[0] === Backend.ParameterStatus) this.onParameterStatus(message)
-    else this.onServerError(message)
+  /** An ErrorResponse or a ParameterStatus from the server, read whole; maybe a replacement. */
+  private onServerMessage(message: Buffer): Buffer | undefined {
+    if (message[0] === Backend.ParameterStatus) return void this.onParameterStatus(message)
+    return this.onServerError(message)
   }
 
   /**
@@ -328,7 +336,8 @@ export class ProxySession {
     )
   }
 
-  private onServerError(message: Buffer): void {
+  /** Logs a fencing rejection, and gives it back without pgfence's own CONTEXT lines. */
+  private onServerError(message: Buffer): Buffer | undefined {
     const fields = decodeErrorFields(message)
     this.lastErrorFatal = fields.severity === 'FATAL' || fields.severity === 'PANIC'
     if (fields.code?.startsWith('PF')) {
@@ -344,7 +353,9 @@ export class ProxySession {
         },
         'fencing rejection',
       )
+      return readableError(message)
     }
+    return undefined
   }
 
   /** A protocol violation by the client: tell it why, then close both sides. */

@@ -2,11 +2,20 @@ import { and, expr, fenceCall, tokenCall, type Node, type TokenSource } from './
 import { resourceHandlers, type ResourceGates } from './fence-resource.js'
 import { Refusal } from './refusal.js'
 import { quoteIdent, quoteLiteral } from './sql-text.js'
-import { matchTable, type FencedTable, type RangeVar, type ResourceTable } from './tables.js'
+import {
+  matchIgnoringCase,
+  matchTable,
+  type FencedTable,
+  type RangeVar,
+  type ResourceTable,
+  type UnresolvedName,
+} from './tables.js'
 
 export interface FenceContext extends TokenSource {
   tables: FencedTable[]
   resources: ResourceTable[]
+  /** Configured names that resolve to no table in the session's database. */
+  unresolved: UnresolvedName[]
   /** Name of the session setting that holds the resource name. */
   resourceSetting: string
   /** SQL text of the statement's comment resource name: NULL, a literal or a `$n` placeholder. */
@@ -90,13 +99,16 @@ const handlers: Record<string, (node: Node, ctx: FenceContext) => boolean> = {
   RuleStmt: refuseRule,
 }
 
-function targetOf(range: RangeVar, ctx: FenceContext): Target | undefined {
-  const table = matchTable(ctx.tables, range)
-  if (!table) return undefined
-  const relation = [range.schemaname, range.relname]
+const relationOf = (range: RangeVar): string =>
+  [range.schemaname, range.relname]
     .filter((part): part is string => part !== undefined)
     .map(quoteIdent)
     .join('.')
+
+function targetOf(range: RangeVar, ctx: FenceContext): Target | undefined {
+  const table = matchTable(ctx.tables, range)
+  if (!table) return refuseLookalike(range, ctx)
+  const relation = relationOf(range)
   const names = `${quoteLiteral(relation)}, ${quoteLiteral(table.column)}`
   const column = `${quoteIdent(range.alias?.aliasname ?? range.relname)}.${quoteIdent(table.column)}`
   return {
@@ -108,6 +120,23 @@ function targetOf(range: RangeVar, ctx: FenceContext): Target | undefined {
     admits: fenceCall('admits', column, ctx, table.requireToken, names),
     names,
   }
+}
+
+/**
+ * A write to a table that a configured name, which resolves to nothing in this database, spells
+ * ignoring letter case: most likely the table that was meant, so it is not passed unfenced.
+ */
+function refuseLookalike(range: RangeVar, ctx: FenceContext): undefined {
+  const name = matchIgnoringCase(ctx.unresolved, range)
+  if (!name) return undefined
+  const relation = relationOf(range)
+  throw new Refusal(
+    'PF501',
+    'table is not fenced because its configured name does not match it',
+    `fenced table name ${JSON.stringify(name.text)} resolves to no table in this database; names are case-sensitive`,
+    `write the table's exact name in fencing.tables of the pgfence config and run pgfence migrate`,
+    relation,
+  )
 }
 
 const advance = (t: Target): Node => expr(t.advance)
@@ -191,6 +220,7 @@ function fenceInsert(node: Node, ctx: FenceContext): boolean {
   if (!defaultValues && !node.cols?.length) {
     refuseWithoutColumnList(t, 'INSERT', 'INSERT INTO table (col, ...) VALUES ...')
   }
+  dropDefaultFenceColumn(t, node.cols, node.selectStmt?.SelectStmt?.valuesLists)
   refuseFenceColumnWrite(t, node.cols)
   node.cols = withFenceColumn(t, node.cols)
   const value = insertedToken(t)
@@ -201,10 +231,35 @@ function fenceInsert(node: Node, ctx: FenceContext): boolean {
   else appendOutputColumn(node.selectStmt.SelectStmt, value)
   const conflict = node.onConflictClause
   if (conflict?.action === 'ONCONFLICT_UPDATE') {
+    conflict.targetList = conflict.targetList.filter((target: Node) => !isExcludedFence(t, target))
     refuseFenceColumnWrite(t, conflict.targetList)
     conflict.targetList.push(setFenceColumn(t))
   }
   return true
+}
+
+/**
+ * ORMs that declare the fence column list it in every insert with the value DEFAULT: that
+ * leaves it to pgfence, as if it were not listed. The column and its values are removed when
+ * every row gives DEFAULT; any other value stays a write to the fence column (refused).
+ */
+function dropDefaultFenceColumn(t: Target, cols: Node[] | undefined, rows: Node[] | undefined) {
+  const index = cols?.findIndex((col: Node) => col.ResTarget?.name === t.table.column) ?? -1
+  if (index < 0 || !rows?.every((row: Node) => row.List.items[index]?.SetToDefault !== undefined))
+    return
+  cols!.splice(index, 1)
+  for (const row of rows) row.List.items.splice(index, 1)
+}
+
+/** `fence = EXCLUDED.fence` in an upsert: the inserted value, which pgfence sets anyway. */
+const isExcludedFence = (t: Target, target: Node): boolean => {
+  const fields = target.ResTarget?.val?.ColumnRef?.fields as Node[] | undefined
+  return (
+    target.ResTarget?.name === t.table.column &&
+    fields?.length === 2 &&
+    fields[0].String?.sval === 'excluded' &&
+    fields[1].String?.sval === t.table.column
+  )
 }
 
 /** Adds one output column to every row a VALUES list or a (set-operation) SELECT produces. */
@@ -253,6 +308,10 @@ function fenceMergeInsert(t: Target, clause: Node): void {
       'MERGE ... INSERT',
       'WHEN NOT MATCHED THEN INSERT (col, ...) VALUES ...',
     )
+  }
+  if (clause.values?.length) {
+    const row = { List: { items: clause.values } }
+    dropDefaultFenceColumn(t, clause.targetList, [row])
   }
   refuseFenceColumnWrite(t, clause.targetList)
   clause.targetList = withFenceColumn(t, clause.targetList)

@@ -16,7 +16,13 @@ import {
   statementMarker,
 } from './statement-marker.js'
 import type { StatementRewriter } from './statement-rewriter.js'
-import { fencedTables, resourceTables, type FencedTable, type ResourceTable } from './tables.js'
+import {
+  fencedTables,
+  resourceTables,
+  type FencedTable,
+  type ResourceTable,
+  type UnresolvedName,
+} from './tables.js'
 import { escapeRegex } from './sql-text.js'
 import { fillTemplate, toTemplate, type Template } from './template.js'
 
@@ -56,9 +62,11 @@ export class FencingRewriter implements StatementRewriter {
   readonly prefilterNeedles: readonly string[]
   private readonly cache: Lru<CacheEntry>
 
+  /** `unresolved`: configured names that resolve to no table where this rewriter is used. */
   constructor(
     private readonly fencing: FencingConfig,
     cacheSize = 4096,
+    private readonly unresolved: UnresolvedName[] = [],
   ) {
     this.tables = fencedTables(fencing)
     this.resources = resourceTables(fencing)
@@ -206,6 +214,7 @@ export class FencingRewriter implements StatementRewriter {
       const ctx: FenceContext = {
         tables: this.tables,
         resources: this.resources,
+        unresolved: this.unresolved,
         setting: this.fencing.setting,
         resourceSetting: this.fencing.resourceSetting,
         rejectUnissued: this.fencing.rejectUnissuedTokens,

@@ -1,6 +1,6 @@
 import type { FencedTableConfig, FencingConfig } from '../config/schema.js'
 
-/** A fenced table as PostgreSQL names it: identifiers already folded or unquoted. */
+/** A fenced table as PostgreSQL names it: the exact spelling of its catalog name. */
 export interface FencedTable {
   schema: string | undefined
   name: string
@@ -18,16 +18,24 @@ export interface RangeVar {
 
 const identifier = /^(?:"((?:[^"]|"")+)"|([A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*))$/
 
-/** One identifier with PostgreSQL's rules: unquoted folds to lower case, quoted keeps case. */
+/**
+ * One configured identifier, spelled exactly as the catalog (and an ORM) spells it: letter case
+ * is kept, never folded. Double quotes are still accepted, for names with dots or other
+ * characters.
+ */
 function parseIdentifier(text: string, what: string): string {
   const match = identifier.exec(text.trim())
   if (!match) throw new Error(`${what} ${JSON.stringify(text)} is not a valid identifier`)
-  return match[1] !== undefined
-    ? match[1].replace(/""/g, '"')
-    : match[2]!.replace(/[A-Z]+/g, (c) => c.toLowerCase())
+  return match[1] !== undefined ? match[1].replace(/""/g, '"') : match[2]!
 }
 
-/** Reads `[schema.]table` as PostgreSQL would: dots inside quotes belong to the name. */
+/** How to write a catalog name in the config: bare when it can be, else in double quotes. */
+export function configIdentifier(name: string): string {
+  const bare = identifier.exec(name)
+  return bare?.[2] !== undefined ? name : `"${name.replace(/"/g, '""')}"`
+}
+
+/** Reads `[schema.]table` with exact spellings: dots inside quotes belong to the name. */
 export function parseTableName(name: string): { schema: string | undefined; name: string } {
   const parts = name.match(/"(?:[^"]|"")*"|[^.]+/g) ?? []
   if (parts.join('.') !== name || parts.length > 2) {
@@ -48,14 +56,38 @@ export function fencedTables(fencing: FencingConfig): FencedTable[] {
 }
 
 /**
- * The fenced table a relation reference may resolve to. An unqualified reference matches a
- * schema-qualified rule too, because search_path may resolve it there: fail closed.
+ * The fenced table a relation reference may resolve to: the parser's name (folded or unquoted)
+ * equals the configured spelling. An unqualified reference matches a schema-qualified rule too,
+ * because search_path may resolve it there: fail closed.
  */
 export function matchTable<T extends { schema: string | undefined; name: string }>(
   tables: T[],
   range: RangeVar,
 ): T | undefined {
   return tables.find((table) => mayBeSame(table, { schema: range.schemaname, name: range.relname }))
+}
+
+/**
+ * A configured name that resolves to no table in the session's database: writes to a relation
+ * that equals it ignoring letter case are refused rather than passed unfenced.
+ */
+export interface UnresolvedName {
+  text: string
+  schema: string | undefined
+  name: string
+}
+
+export function matchIgnoringCase(
+  names: UnresolvedName[],
+  range: RangeVar,
+): UnresolvedName | undefined {
+  const lower = (text: string | undefined) => text?.toLowerCase()
+  return names.find((entry) =>
+    mayBeSame(
+      { schema: lower(entry.schema), name: entry.name.toLowerCase() },
+      { schema: lower(range.schemaname), name: range.relname.toLowerCase() },
+    ),
+  )
 }
 
 /** Where a member table's resource name comes from. */

@@ -3,6 +3,7 @@ import { fencedTables } from '../rewrite/tables.js'
 import { quoteIdent, quoteLiteral } from '../rewrite/sql-text.js'
 import { fenceHelpersSql } from './fence-helpers.js'
 import { fenceTriggersSql } from './fence-triggers.js'
+import type { ResolvedTable } from './resolve-tables.js'
 import { resourceFencesSql } from './resource-fences.js'
 import { tokenSourceSql } from './token-source.js'
 
@@ -13,11 +14,16 @@ const migrationLockKey = 0x7066656e6365
  * Everything `pgfence migrate` runs, in one transaction, idempotently: the pgfence schema, the
  * helpers, the token source, the resource fences, the maintenance role, and for each fenced
  * table its fence column if missing and its fence triggers (see fence-triggers.ts). Adding a
- * column with a constant default is a catalog-only change.
+ * column with a constant default is a catalog-only change. With the tables the names resolved to
+ * in the database (resolve-tables.ts), each is named with the schema it resolved in.
  */
-export function installSql(fencing: FencingConfig): string {
+export function installSql(fencing: FencingConfig, resolved?: ResolvedTable[]): string {
+  const schemaOf = (table: { schema: string | undefined; name: string }) =>
+    resolved?.find(
+      (r) => r.column !== undefined && r.name === table.name && r.schema === table.schema,
+    )?.resolvedSchema ?? table.schema
   const tables = fencedTables(fencing).map((table) => {
-    const relation = [table.schema, table.name]
+    const relation = [schemaOf(table), table.name]
       .filter((part): part is string => part !== undefined)
       .map(quoteIdent)
       .join('.')

@@ -3,15 +3,24 @@ import { Backend, HEADER_BYTES } from './protocol.js'
 /** Messages larger than this are passed on without being read (they are never ours). */
 const MAX_INSPECTED_MESSAGE = 64 * 1024
 
+const NOTHING = Buffer.alloc(0)
+
 /** Is this a message type the proxy reads: the rare ErrorResponse and ParameterStatus. */
 export const isInspected = (type: number | undefined): boolean =>
   type === Backend.ErrorResponse || type === Backend.ParameterStatus
 
 /**
+ * Reads a whole inspected message; for an ErrorResponse it may return the bytes to send in its
+ * place.
+ */
+export type OnServerMessage = (message: Buffer) => Buffer | undefined
+
+/**
  * Follows message boundaries in the server→client stream without decoding it, so the proxy
  * knows whether it may append a message of its own (after the upstream dies) and can read the
- * rare ErrorResponse and ParameterStatus. The bytes themselves are forwarded untouched by the
- * caller.
+ * rare ErrorResponse and ParameterStatus. `scan` returns the bytes to forward: the chunk itself,
+ * except that an ErrorResponse (and a header split across chunks) is held back until it is
+ * whole, and then forwarded as it is or as the reader replaced it.
  */
 export class BackendScanner {
   private remaining = 0
@@ -19,11 +28,13 @@ export class BackendScanner {
   private stashLength = 0
   private held: Buffer | null = null
   private heldLength = 0
+  /** The current message is an ErrorResponse held back from the client. */
+  private withholding = false
   /** The next body byte is a ReadyForQuery's transaction status. */
   private statusNext = false
 
   constructor(
-    private readonly onMessage: (message: Buffer) => void,
+    private readonly onMessage: OnServerMessage,
     private readonly onReadyForQuery?: (status: number) => void,
   ) {}
 
@@ -32,7 +43,8 @@ export class BackendScanner {
     return this.remaining === 0 && this.stashLength === 0
   }
 
-  scan(chunk: Buffer): void {
+  scan(chunk: Buffer): Buffer {
+    const out = new Output(chunk)
     let pos = 0
     const end = chunk.length
     if (this.stashLength > 0) {
@@ -40,8 +52,9 @@ export class BackendScanner {
       if (end < need) {
         chunk.copy(this.stash, this.stashLength)
         this.stashLength += end
-        return
+        return NOTHING
       }
+      const stashed = Buffer.from(this.stash.subarray(0, this.stashLength))
       chunk.copy(this.stash, this.stashLength, 0, need)
       this.stashLength = 0
       this.begin(this.stash, 0)
@@ -49,6 +62,9 @@ export class BackendScanner {
       this.heldLength = HEADER_BYTES
       this.remaining -= HEADER_BYTES
       pos = need
+      if (this.withholding) out.skipTo(pos)
+      else out.push(stashed)
+      if (this.remaining === 0 && this.held !== null) this.complete(out, pos)
     }
     while (pos < end) {
       if (this.remaining > 0) {
@@ -56,18 +72,23 @@ export class BackendScanner {
         // A ReadyForQuery's status is its last byte.
         if (this.statusNext && take === this.remaining) this.readStatus(chunk[pos + take - 1]!)
         this.remaining -= take
-        // Counted first: a reader of the message sees the stream at its end (at a boundary).
-        if (this.held !== null) this.collect(chunk, pos, take)
         pos += take
+        if (this.withholding) out.skipTo(pos)
+        // Counted first: a reader of the message sees the stream at its end (at a boundary).
+        if (this.held !== null) this.collect(chunk, pos - take, take, out)
       } else if (end - pos < HEADER_BYTES) {
+        out.flushTo(pos)
+        out.skipTo(end)
         chunk.copy(this.stash, 0, pos, end)
         this.stashLength = end - pos
-        return
+        break
       } else {
         this.begin(chunk, pos)
+        if (this.withholding) out.flushTo(pos)
         this.heldLength = 0
       }
     }
+    return out.result()
   }
 
   private readStatus(status: number): void {
@@ -79,17 +100,54 @@ export class BackendScanner {
     this.statusNext = bytes[pos] === Backend.ReadyForQuery
     const total = bytes.readUInt32BE(pos + 1) + 1
     this.remaining = total
-    this.held =
-      isInspected(bytes[pos]) && total <= MAX_INSPECTED_MESSAGE ? Buffer.allocUnsafe(total) : null
+    const inspected = isInspected(bytes[pos]) && total <= MAX_INSPECTED_MESSAGE
+    this.held = inspected ? Buffer.allocUnsafe(total) : null
+    this.withholding = inspected && bytes[pos] === Backend.ErrorResponse
   }
 
-  private collect(chunk: Buffer, pos: number, take: number): void {
-    const held = this.held!
-    chunk.copy(held, this.heldLength, pos, pos + take)
+  private collect(chunk: Buffer, pos: number, take: number, out: Output): void {
+    chunk.copy(this.held!, this.heldLength, pos, pos + take)
     this.heldLength += take
-    if (this.heldLength === held.length) {
-      this.held = null
-      this.onMessage(held)
-    }
+    if (this.heldLength === this.held!.length) this.complete(out, pos + take)
+  }
+
+  /** The held message is whole: read it, and forward it (or its replacement) if it was held. */
+  private complete(out: Output, pos: number): void {
+    const held = this.held!
+    this.held = null
+    const replacement = this.onMessage(held)
+    if (!this.withholding) return
+    this.withholding = false
+    out.push(replacement ?? held)
+    out.skipTo(pos)
+  }
+}
+
+/** The bytes scan forwards: runs of the chunk, and held messages in their place. */
+class Output {
+  private readonly pieces: Buffer[] = []
+  private from = 0
+
+  constructor(private readonly chunk: Buffer) {}
+
+  /** The chunk's bytes up to `pos` are forwarded. */
+  flushTo(pos: number): void {
+    if (pos > this.from) this.pieces.push(this.chunk.subarray(this.from, pos))
+    this.from = Math.max(this.from, pos)
+  }
+
+  /** The chunk's bytes up to `pos` are held (or dropped). */
+  skipTo(pos: number): void {
+    this.from = Math.max(this.from, pos)
+  }
+
+  push(bytes: Buffer): void {
+    this.pieces.push(bytes)
+  }
+
+  result(): Buffer {
+    this.flushTo(this.chunk.length)
+    if (this.pieces.length === 1) return this.pieces[0]!
+    return this.pieces.length === 0 ? NOTHING : Buffer.concat(this.pieces)
   }
 }

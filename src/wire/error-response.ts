@@ -15,25 +15,56 @@ export class PgError extends Error {
   }
 
   encode(): Buffer {
-    const fields: [string, string | undefined][] = [
+    const fields: ErrorField[] = [
       ['S', this.severity],
       ['V', this.severity],
       ['C', this.code],
       ['M', this.message],
-      ['D', this.detail],
-      ['H', this.hint],
     ]
-    const parts: Buffer[] = []
-    for (const [key, value] of fields) {
-      if (value !== undefined) parts.push(Buffer.from(`${key}${value}\0`, 'utf8'))
-    }
-    parts.push(Buffer.from([0]))
-    const body = Buffer.concat(parts)
-    const header = Buffer.allocUnsafe(5)
-    header[0] = 0x45
-    header.writeUInt32BE(body.length + 4, 1)
-    return Buffer.concat([header, body])
+    if (this.detail !== undefined) fields.push(['D', this.detail])
+    if (this.hint !== undefined) fields.push(['H', this.hint])
+    return encodeErrorResponse(fields)
   }
+}
+
+/** One field of an ErrorResponse: its type letter and its text. */
+export type ErrorField = [type: string, value: string]
+
+/**
+ * Every field of a complete ErrorResponse (or NoticeResponse), in order. `latin1` reads the
+ * bytes one to one, so that encodeErrorResponse with `latin1` gives them back whatever the
+ * session's client_encoding.
+ */
+export function decodeErrorResponse(
+  message: Buffer,
+  encoding: BufferEncoding = 'utf8',
+): ErrorField[] {
+  const fields: ErrorField[] = []
+  let pos = 5
+  while (pos < message.length && message[pos] !== 0) {
+    const end = message.indexOf(0, pos + 1)
+    if (end < 0) break
+    fields.push([String.fromCharCode(message[pos]!), message.toString(encoding, pos + 1, end)])
+    pos = end + 1
+  }
+  return fields
+}
+
+/** An ErrorResponse (or, with type 0x4e, a NoticeResponse) of these fields, in this order. */
+export function encodeErrorResponse(
+  fields: ErrorField[],
+  encoding: BufferEncoding = 'utf8',
+  type = 0x45,
+): Buffer {
+  const body = Buffer.from(
+    `${fields.map(([key, value]) => `${key}${value}\0`).join('')}\0`,
+    encoding,
+  )
+  const message = Buffer.allocUnsafe(5 + body.length)
+  message[0] = type
+  message.writeUInt32BE(body.length + 4, 1)
+  body.copy(message, 5)
+  return message
 }
 
 export interface ErrorFields {
@@ -59,14 +90,9 @@ const FIELD_NAMES: Record<string, keyof ErrorFields> = {
 /** Reads the fields of a complete ErrorResponse message (header included). */
 export function decodeErrorFields(message: Buffer): ErrorFields {
   const fields: ErrorFields = {}
-  let pos = 5
-  while (pos < message.length && message[pos] !== 0) {
-    const key = String.fromCharCode(message[pos]!)
-    const end = message.indexOf(0, pos + 1)
-    if (end < 0) break
+  for (const [key, value] of decodeErrorResponse(message)) {
     const name = FIELD_NAMES[key]
-    if (name) fields[name] = message.toString('utf8', pos + 1, end)
-    pos = end + 1
+    if (name) fields[name] = value
   }
   return fields
 }

@@ -32,7 +32,7 @@ export interface FencedStack {
 }
 
 /** A pino logger at info level whose JSON lines land in `records`. */
-function capturingLogger(records: Record<string, unknown>[]): pino.Logger {
+export function capturingLogger(records: Record<string, unknown>[]): pino.Logger {
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
       for (const line of chunk.toString('utf8').split('\n')) {

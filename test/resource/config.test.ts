@@ -32,11 +32,11 @@ test('a table in two rules is a config error naming the table', () => {
       fencing: {
         resources: [
           { tables: ['jobs'], resource: 'a' },
-          { tables: ['JOBS'], resourceFrom: 'session' },
+          { tables: ['"jobs"'], resourceFrom: 'session' },
         ],
       },
     }),
-  ).toThrow(/table JOBS is in two fencing rules/)
+  ).toThrow(/table "jobs" is in two fencing rules/)
   expect(() =>
     parseConfig({
       fencing: {

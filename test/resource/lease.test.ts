@@ -1,4 +1,4 @@
-import type pg from 'pg'
+import pg from 'pg'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import type { LeaseManager } from '../../src/lease/index.js'
 import { managerFactory, uniqueKeyPrefix } from '../lease/support/lease-fixtures.js'
@@ -62,6 +62,34 @@ test('applyTo presents the token and the resource; raiseFence raises the fence t
   expect((await direct.query('SELECT state FROM tenant_jobs')).rows).toEqual([
     { state: 'by the second holder' },
   ])
+})
+
+test('applyToTransaction presents the lease until the transaction ends, never to the next borrower', async () => {
+  const lease = await leases.acquire('tenant:5')
+  const pool = new pg.Pool({ connectionString: fenced.proxyUrl, max: 1 })
+  try {
+    const settings =
+      "SELECT current_setting('app.fencing_token', true) AS token, current_setting('app.fencing_resource', true) AS resource"
+    const client = await pool.connect()
+    await client.query('BEGIN')
+    await lease.applyToTransaction(client)
+    expect((await client.query(settings)).rows[0]).toEqual({
+      token: lease.token.toString(),
+      resource: 'tenant:5',
+    })
+    await client.query("INSERT INTO tenant_jobs (id, state) VALUES (5, 'fenced')")
+    await client.query('COMMIT')
+    client.release()
+    expect(await fenceOf('tenant:5')).toBe(lease.token.toString())
+
+    const next = await pool.connect()
+    expect((await next.query(settings)).rows[0]).toEqual({ token: '', resource: '' })
+    expect(await sqlstateOf(next.query("UPDATE tenant_jobs SET state = 'x'"))).toBe('PF428')
+    next.release()
+  } finally {
+    await pool.end()
+    await lease.release()
+  }
 })
 
 test('withLease raises the fence before the work runs, and releases when the raise is refused', async () => {

@@ -70,6 +70,42 @@ describe('write shapes', () => {
     )
   })
 
+  test('DEFAULT for the fence column leaves it to pgfence; any other value is refused', () => {
+    const token =
+      /COALESCE\(pgfence\.token\(NULL, 'app\.fencing_token', true, '"invoices"', 'fencing_token'\), 0\)/
+    expect(
+      rewriter.rewriteQuery(
+        "INSERT INTO invoices (id, fencing_token, status) VALUES (1, DEFAULT, 'a'), (2, DEFAULT, 'b')",
+      ),
+    ).toMatch(
+      new RegExp(
+        `^INSERT INTO invoices \\(id, status, fencing_token\\) VALUES \\(1, 'a', ${token.source}\\), \\(2, 'b', ${token.source}\\)$`,
+      ),
+    )
+    expect(
+      rewriter.rewriteParse(
+        'INSERT INTO invoices (id, fencing_token) VALUES ($1, DEFAULT) ON CONFLICT (id) DO UPDATE SET status = excluded.status, fencing_token = excluded.fencing_token',
+      ),
+    ).toMatch(
+      /^INSERT INTO invoices \(id, fencing_token\) VALUES \(\$1, COALESCE\(.*\)\) ON CONFLICT \(id\) DO UPDATE SET status = excluded\.status, fencing_token = pgfence\.advance_token\(/,
+    )
+    expect(
+      rewriter.rewriteQuery(
+        'MERGE INTO invoices i USING src s ON i.id = s.id WHEN NOT MATCHED THEN INSERT (id, fencing_token) VALUES (s.id, DEFAULT)',
+      ),
+    ).toMatch(/THEN INSERT \(id, fencing_token\) VALUES \(s\.id, COALESCE\(pgfence\.token\(/)
+    for (const sql of [
+      "INSERT INTO invoices (id, fencing_token) VALUES (1, DEFAULT), (2, '7')",
+      'INSERT INTO invoices (id, fencing_token) SELECT 1, 7',
+      'INSERT INTO invoices (id) VALUES (1) ON CONFLICT (id) DO UPDATE SET fencing_token = excluded.fencing_token + 1',
+      'MERGE INTO invoices i USING src s ON i.id = s.id WHEN NOT MATCHED THEN INSERT (id, fencing_token) VALUES (s.id, 7)',
+    ]) {
+      expect(rewriter.rewriteQuery(sql)).toMatch(
+        /^SELECT pgfence\.refuse\('PF501', 'the fence column of a fenced table cannot be written directly'/,
+      )
+    }
+  })
+
   test('quoted, schema-qualified and configured columns follow PostgreSQL name rules', () => {
     const out = rewriter.rewriteQuery('UPDATE billing."Ledger" SET a = 1')!
     expect(out).toContain(

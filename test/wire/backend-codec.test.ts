@@ -2,7 +2,12 @@ import { describe, expect, it } from 'vitest'
 import { BackendScanner } from '../../src/wire/backend-scanner.js'
 import { decodeParameterStatus } from '../../src/wire/parameter-status.js'
 import { AuthPhaseFilter } from '../../src/wire/auth-filter.js'
-import { decodeErrorFields, PgError } from '../../src/wire/error-response.js'
+import {
+  decodeErrorFields,
+  decodeErrorResponse,
+  encodeErrorResponse,
+  PgError,
+} from '../../src/wire/error-response.js'
 import { splits, typed } from './frames.js'
 
 const int32 = (value: number): Buffer => {
@@ -22,13 +27,14 @@ describe('BackendScanner', () => {
   it('follows boundaries and reads each ErrorResponse and ParameterStatus once, at every split', () => {
     for (const chunks of splits(stream)) {
       const read: string[] = []
-      const scanner = new BackendScanner((m) =>
+      const scanner = new BackendScanner((m) => {
         read.push(
           m[0] === 0x45
             ? decodeErrorFields(m).code!
             : Object.values(decodeParameterStatus(m)).join('='),
-        ),
-      )
+        )
+        return undefined
+      })
       for (const chunk of chunks) scanner.scan(chunk)
       expect(read).toEqual(['PF409', 'standard_conforming_strings=off'])
       expect(scanner.atBoundary()).toBe(true)
@@ -46,17 +52,38 @@ describe('BackendScanner', () => {
     for (const chunks of splits(statuses)) {
       const read: string[] = []
       const scanner = new BackendScanner(
-        () => {},
-        (status) => read.push(String.fromCharCode(status)),
+        () => undefined,
+        (status) => void read.push(String.fromCharCode(status)),
       )
       for (const chunk of chunks) scanner.scan(chunk)
       expect(read).toEqual(['I', 'T', 'E'])
     }
   })
 
+  it('forwards every byte as it came, or an ErrorResponse as the reader replaced it, at every split', () => {
+    const replacement = errorMessage('PF400')
+    const expected = Buffer.concat([dataRow, replacement, ready, parameter, dataRow])
+    for (const chunks of splits(stream)) {
+      const plain = new BackendScanner(() => undefined)
+      const replacing = new BackendScanner((m) => (m[0] === 0x45 ? replacement : undefined))
+      const kept = Buffer.concat(chunks.map((chunk) => plain.scan(chunk)))
+      const replaced = Buffer.concat(chunks.map((chunk) => replacing.scan(chunk)))
+      expect(kept.equals(stream)).toBe(true)
+      expect(replaced.equals(expected)).toBe(true)
+    }
+  })
+
+  it('holds an ErrorResponse back until it is whole, and passes other messages at once', () => {
+    const scanner = new BackendScanner(() => undefined)
+    const error = errorMessage('PF409')
+    expect(scanner.scan(Buffer.concat([dataRow, error.subarray(0, 9)])).equals(dataRow)).toBe(true)
+    expect(scanner.scan(error.subarray(9)).equals(error)).toBe(true)
+    expect(scanner.scan(dataRow.subarray(0, 7)).equals(dataRow.subarray(0, 7))).toBe(true)
+  })
+
   it('knows when it stands inside a message', () => {
     for (let cut = 1; cut < dataRow.length; cut++) {
-      const scanner = new BackendScanner(() => {})
+      const scanner = new BackendScanner(() => undefined)
       scanner.scan(dataRow.subarray(0, cut))
       expect(scanner.atBoundary()).toBe(false)
     }
@@ -74,6 +101,25 @@ describe('decodeErrorFields / PgError', () => {
       detail: 'detail text',
     })
     expect(decodeErrorFields(errorMessage('PF409')).table).toBe('invoices')
+  })
+})
+
+describe('decodeErrorResponse / encodeErrorResponse', () => {
+  it('re-encodes every field in order, byte for byte, whatever the text encoding', () => {
+    // A LATIN1 session's bytes are not UTF-8: latin1 reads and writes them one to one.
+    const latin1 = typed(
+      'E',
+      Buffer.concat([
+        Buffer.from('SERROR\0CPF409\0Mstale \xe9\0WPL/pgSQL line\nSQL "x"\0\0', 'latin1'),
+      ]),
+    )
+    const fields = decodeErrorResponse(latin1, 'latin1')
+    expect(fields.map(([key]) => key)).toEqual(['S', 'C', 'M', 'W'])
+    expect(encodeErrorResponse(fields, 'latin1').equals(latin1)).toBe(true)
+    const utf8 = errorMessage('PF428')
+    expect(encodeErrorResponse(decodeErrorResponse(utf8)).equals(utf8)).toBe(true)
+    const notice = encodeErrorResponse([['S', 'NOTICE']], 'utf8', 0x4e)
+    expect(notice.equals(typed('N', 'SNOTICE\0\0'))).toBe(true)
   })
 })
 

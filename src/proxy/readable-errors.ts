@@ -1,0 +1,41 @@
+import { decodeErrorResponse, encodeErrorResponse } from '../wire/error-response.js'
+import { Backend } from '../wire/protocol.js'
+
+/** A CONTEXT entry of pgfence's own PL/pgSQL, and the statement text one of them ran. */
+const OWN_FUNCTION = 'PL/pgSQL function pgfence.'
+const OWN_STATEMENT = 'SQL statement "SELECT pgfence.'
+const ANY_FUNCTION = 'PL/pgSQL function '
+
+/**
+ * A PF error as a person should read it: message, DETAIL, HINT and the table fields, without
+ * the CONTEXT lines of pgfence's own helpers (a user's functions stay). Returns the message to
+ * send instead, or undefined to send it as it is.
+ */
+export function readableError(message: Buffer): Buffer | undefined {
+  if (message[0] !== Backend.ErrorResponse) return undefined
+  // latin1: byte for byte, whatever the client_encoding; the markers are ASCII.
+  const fields = decodeErrorResponse(message, 'latin1')
+  if (!fields.some(([key, value]) => key === 'C' && value.startsWith('PF'))) return undefined
+  const at = fields.findIndex(([key]) => key === 'W')
+  if (at < 0) return undefined
+  const context = withoutOwnContext(fields[at]![1])
+  if (context === fields[at]![1]) return undefined
+  if (context === '') fields.splice(at, 1)
+  else fields[at] = ['W', context]
+  return encodeErrorResponse(fields, 'latin1')
+}
+
+/**
+ * Drops pgfence's function lines, and each `SQL statement "SELECT pgfence.…"` entry up to the
+ * next function line (the statement text may span lines).
+ */
+export function withoutOwnContext(context: string): string {
+  const kept: string[] = []
+  let inOwnStatement = false
+  for (const line of context.split('\n')) {
+    if (line.startsWith(ANY_FUNCTION)) inOwnStatement = false
+    if (line.startsWith(OWN_STATEMENT)) inOwnStatement = true
+    if (!inOwnStatement && !line.startsWith(OWN_FUNCTION)) kept.push(line)
+  }
+  return kept.join('\n')
+}
