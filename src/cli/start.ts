@@ -8,12 +8,16 @@ export async function run(argv: string[]): Promise<number> {
   const { values } = parseArgs({ args: argv, options: { config: { type: 'string', short: 'c' } } })
   const config = values.config ? loadConfigFile(values.config) : defaultConfig()
   const logger = createLogger(config.log.level)
-  const proxy = await startProxy(config, { logger })
+  const proxy = await startProxy(config, { logger, configFile: values.config })
+  // A refused reload is logged by the proxy; the running configuration stays.
+  const reload = () => void proxy.reload().catch(() => {})
+  process.on('SIGHUP', reload)
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
       logger.info({ signal }, 'shutting down')
       process.off('SIGTERM', stop)
       process.off('SIGINT', stop)
+      process.off('SIGHUP', reload)
       void proxy.close().then(resolve)
     }
     process.on('SIGTERM', stop)

@@ -67,11 +67,15 @@ function startServerTls(raw: net.Socket, secureContext: tls.SecureContext): Prom
     const secure = new tls.TLSSocket(raw, { isServer: true, secureContext })
     const onError = (err: Error) =>
       reject(new PgError('08P01', `TLS handshake failed: ${err.message}`))
+    // A client that leaves mid-handshake may raise no error: the close settles it.
+    const onClose = () => reject(new Error('client closed the connection during TLS handshake'))
     secure.once('secure', () => {
       secure.off('error', onError)
+      secure.off('close', onClose)
       resolve(secure)
     })
     secure.once('error', onError)
+    secure.once('close', onClose)
     raw.resume()
   })
 }

@@ -1,5 +1,4 @@
 import type { Duplex } from 'node:stream'
-import { PgError } from '../wire/error-response.js'
 import { startupPacketLength } from '../wire/startup-packet.js'
 import type { ClientConnection } from './client-connection.js'
 
@@ -61,7 +60,7 @@ export class StartupReader {
       length = startupPacketLength(this.buffered)
     } catch (err) {
       this.waiter = null
-      return waiter.reject(err as PgError)
+      return waiter.reject(err as Error)
     }
     if (length === 0 || this.buffered.length < length) return
     const packet = this.buffered.subarray(0, length)

@@ -8,6 +8,8 @@ const listenPort = z.number().int().min(0).max(65535)
 const listen = z.strictObject({
   host: z.string().min(1).default('127.0.0.1'),
   port: listenPort.default(6432),
+  /** Also listen on `<dir>/.s.PGSQL.<port>`, as PostgreSQL does; absent: no Unix socket. */
+  unixSocketDir: z.string().min(1).optional(),
 })
 
 const upstream = z.strictObject({
@@ -100,6 +102,18 @@ const fencing = z
     for (const issue of overlappingRules(value.tables, value.resources)) ctx.addIssue({ ...issue })
   })
 
+/** Operations: the HTTP endpoint (/metrics, /healthz, /readyz) and the admin console's users. */
+const admin = z.strictObject({
+  listen: z
+    .strictObject({
+      host: z.string().min(1).default('127.0.0.1'),
+      port: listenPort.default(9930),
+    })
+    .optional(),
+  /** May use the admin console (database pgfence), after logging in as PostgreSQL checks it. */
+  users: z.array(z.string().min(1)).default([]),
+})
+
 export const configSchema = z.strictObject({
   listen: listen.default(listen.parse({})),
   upstream: upstream.default(upstream.parse({})),
@@ -113,10 +127,13 @@ export const configSchema = z.strictObject({
    * built at install); node: every byte goes through JavaScript.
    */
   relay: z.enum(['native', 'node']).default('native'),
+  /** Absent: no HTTP endpoint and no admin console. */
+  admin: admin.optional(),
 })
 
 export type Config = z.infer<typeof configSchema>
 export type TcpKeepaliveConfig = z.infer<typeof tcpKeepalive>
 export type FencedTableConfig = z.infer<typeof fencedTable>
+export type AdminConfig = z.infer<typeof admin>
 export type FencingConfig = z.infer<typeof fencing>
 export type ResourceRuleConfig = z.infer<typeof resourceRule>

@@ -51,6 +51,7 @@ typedef struct {
   query_cache_t cache;
   comment_keys_t keys;
   napi_ref template_for;
+  uint64_t hits, misses; /* lookups, read at metrics scrape time */
 } shared_cache_t;
 
 /* Where one direction's byte stream stands in its message sequence. */
@@ -96,6 +97,7 @@ struct relay {
   size_t needle_count;
   size_t max_message;
   progress_t progress;
+  int close_when_idle; /* report "idle" once the session is idle outside a transaction */
   int stopped;
   int open_handles;
   int wrapper_alive;
@@ -378,6 +380,8 @@ static int deliver_cached_query(relay_t *r, batch_t *b, const uint8_t *message, 
   if (normalise_query(text, len, &r->queries->keys, &scratch) != NORMALISED) return ASK_JS;
   uint64_t hash = query_cache_hash(&scratch.key);
   cache_entry_t *e = query_cache_get(&r->queries->cache, &scratch.key, hash);
+  if (e) r->queries->hits++;
+  else r->queries->misses++;
   if (!e && !(e = learn_template(r, hash))) {
     free(owned);
     return -1;
@@ -607,6 +611,12 @@ static int scan_server(relay_t *r, batch_t *b, const uint8_t *chunk, size_t end)
 
 /* ---- the event loop side ---- */
 
+/* Idle outside a transaction: every request answered, nothing half sent either way. */
+static int relay_idle(const relay_t *r) {
+  return r->progress.outstanding == 0 && r->progress.status == 'I' &&
+         at_boundary(&r->from_client) && at_boundary(&r->from_server);
+}
+
 static int relay_read(relay_t *r, side_t *from) {
   ssize_t n;
   do n = read(from->fd, read_buffer, READ_BYTES);
@@ -635,6 +645,10 @@ static int relay_read(relay_t *r, side_t *from) {
   }
   if (batch_flush(to, &batch) < 0) {
     report_close(r, is_client ? "server" : "client", "write failed");
+    return -1;
+  }
+  if (!is_client && r->close_when_idle && relay_idle(r)) {
+    report_close(r, "idle", NULL);
     return -1;
   }
   return 0;
@@ -728,6 +742,20 @@ static void wrapper_finalize(napi_env env, void *data, void *hint) {
     }                                                               \
   } while (0)
 
+typedef struct {
+  const char *name;
+  napi_callback fn;
+} named_function_t;
+
+static void define_functions(napi_env env, napi_value object, const named_function_t *fns,
+                             size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    napi_value fn;
+    napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &fn);
+    napi_set_named_property(env, object, fns[i].name, fn);
+  }
+}
+
 static void fill_types(napi_env env, napi_value text, uint8_t table[256]) {
   char types[64] = {0};
   size_t len = 0;
@@ -770,6 +798,7 @@ static napi_value js_progress(napi_env env, napi_callback_info info) {
   const progress_t *p = &r->progress;
   CHECK(napi_create_object(env, &result));
   set_number(env, result, "outstanding", p->outstanding);
+  set_number(env, result, "transactions", (double)p->transactions);
   char status[2] = {(char)p->status, 0};
   napi_set_named_property(env, result, "status", string_value(env, status));
   napi_get_boolean(env, p->may_commit, &flag);
@@ -820,42 +849,88 @@ static int read_needles(napi_env env, napi_value value, relay_t *r) {
   return 0;
 }
 
+/* The settings a config reload may change: { maxMessageBytes, interceptTypes,
+ * statementNeedles, queryCache }. Returns -1 when out of memory. */
+static int configure(napi_env env, relay_t *r, napi_value options) {
+  double max_message = 0;
+  napi_get_value_double(env, get_named(env, options, "maxMessageBytes"), &max_message);
+  r->max_message = (size_t)max_message;
+  memset(r->intercept, 0, sizeof r->intercept);
+  fill_types(env, get_named(env, options, "interceptTypes"), r->intercept);
+  free_needles(r);
+  r->needles = NULL;
+  r->needle_count = 0;
+  if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
+  r->queries_ref = NULL;
+  napi_value queries = get_named(env, options, "queryCache");
+  if (napi_unwrap(env, queries, (void **)&r->queries) == napi_ok)
+    napi_create_reference(env, queries, 1, &r->queries_ref);
+  else
+    r->queries = NULL;
+  return read_needles(env, get_named(env, options, "statementNeedles"), r);
+}
+
+static relay_t *unwrap_relay(napi_env env, napi_callback_info info, napi_value *argv) {
+  size_t argc = 1;
+  napi_value self;
+  relay_t *r = NULL;
+  if (napi_get_cb_info(env, info, &argc, argv, &self, NULL) != napi_ok ||
+      napi_unwrap(env, self, (void **)&r) != napi_ok)
+    napi_throw_error(env, NULL, "pgfence relay: not a relay");
+  return r;
+}
+
+/* update(settings): a config reload; takes effect from the next message. */
+static napi_value js_update(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  relay_t *r = unwrap_relay(env, info, argv);
+  if (r && !r->stopped && configure(env, r, argv[0]) < 0) report_close(r, "client", "out of memory");
+  return NULL;
+}
+
+/* closeWhenIdle(): from now on, report "idle" as soon as the session is idle outside a
+ * transaction (shutdown). */
+static napi_value js_close_when_idle(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  relay_t *r = unwrap_relay(env, info, argv);
+  if (r) r->close_when_idle = 1;
+  return NULL;
+}
+
 /* relay(clientFd, serverFd, { maxMessageBytes, frontendTypes, interceptTypes, statementNeedles,
- * queryCache, onMessage, onServerMessage, onClose }) → { stop() }. The caller has stopped
+ * queryCache, outstanding, onMessage, onServerMessage, onClose }) → { stop(), progress(),
+ * update(), closeWhenIdle() }. The caller has stopped
  * reading both sockets and has nothing queued on them; the relay reads and writes duplicates of
  * their descriptors. */
 static napi_value js_relay(napi_env env, napi_callback_info info) {
   size_t argc = 3;
-  napi_value argv[3], wrapper, stop, progress, name;
+  napi_value argv[3], wrapper, name;
   int32_t client_fd, server_fd, outstanding = 0;
-  double max_message;
   uv_loop_t *loop;
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   CHECK(napi_get_value_int32(env, argv[0], &client_fd));
   CHECK(napi_get_value_int32(env, argv[1], &server_fd));
-  CHECK(napi_get_value_double(env, get_named(env, argv[2], "maxMessageBytes"), &max_message));
   CHECK(napi_get_uv_event_loop(env, &loop));
   CHECK(napi_create_object(env, &wrapper));
-  CHECK(napi_create_function(env, "stop", NAPI_AUTO_LENGTH, js_stop, NULL, &stop));
-  CHECK(napi_set_named_property(env, wrapper, "stop", stop));
-  CHECK(napi_create_function(env, "progress", NAPI_AUTO_LENGTH, js_progress, NULL, &progress));
-  CHECK(napi_set_named_property(env, wrapper, "progress", progress));
+  static const named_function_t methods[] = {{"stop", js_stop},
+                                             {"progress", js_progress},
+                                             {"update", js_update},
+                                             {"closeWhenIdle", js_close_when_idle}};
+  define_functions(env, wrapper, methods, sizeof methods / sizeof *methods);
   relay_t *r = calloc(1, sizeof *r);
   if (!r) {
     napi_throw_error(env, NULL, "pgfence relay: out of memory");
     return NULL;
   }
   r->env = env;
-  r->max_message = (size_t)max_message;
   /* Requests the session sent before the relay took over. */
   napi_get_value_int32(env, get_named(env, argv[2], "outstanding"), &outstanding);
   r->progress.outstanding = outstanding > 0 ? (uint32_t)outstanding : 0;
   r->progress.status = 'I';
   r->progress.progress_at = uv_now(loop);
   fill_types(env, get_named(env, argv[2], "frontendTypes"), r->valid);
-  fill_types(env, get_named(env, argv[2], "interceptTypes"), r->intercept);
-  if (read_needles(env, get_named(env, argv[2], "statementNeedles"), r) < 0 ||
-      init_side(r, &r->client, loop, client_fd) < 0) {
+  if (configure(env, r, argv[2]) < 0 || init_side(r, &r->client, loop, client_fd) < 0) {
+    if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
     free_needles(r);
     free(r);
     napi_throw_error(env, NULL, "pgfence relay: cannot watch the client socket");
@@ -863,15 +938,11 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   }
   if (init_side(r, &r->server, loop, server_fd) < 0) {
     /* The client's handle lives in r: both go once its close completes. */
+    if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
     uv_close((uv_handle_t *)&r->client.poll, on_failed_init_closed);
     napi_throw_error(env, NULL, "pgfence relay: cannot watch the server socket");
     return NULL;
   }
-  napi_value queries = get_named(env, argv[2], "queryCache");
-  if (napi_unwrap(env, queries, (void **)&r->queries) == napi_ok)
-    napi_create_reference(env, queries, 1, &r->queries_ref);
-  else
-    r->queries = NULL;
   static const char *names[CALLBACKS] = {"onMessage", "onServerMessage", "onClose"};
   for (int i = 0; i < CALLBACKS; i++)
     napi_create_reference(env, get_named(env, argv[2], names[i]), 1, &r->callbacks[i]);
@@ -935,6 +1006,19 @@ static napi_value js_create_query_cache(napi_env env, napi_callback_info info) {
   return wrapper;
 }
 
+/* queryCacheStats(cache) → { hits, misses }: lookups so far, for metrics. */
+static napi_value js_query_cache_stats(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], result;
+  shared_cache_t *shared;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  CHECK(napi_unwrap(env, argv[0], (void **)&shared));
+  CHECK(napi_create_object(env, &result));
+  set_number(env, result, "hits", (double)shared->hits);
+  set_number(env, result, "misses", (double)shared->misses);
+  return result;
+}
+
 /* normaliseQuery(text: Buffer, { token, resource }) → { key: Buffer, values: Buffer[] }, or
  * null when the text takes the uncached path. For tests. */
 static napi_value js_normalise_query(napi_env env, napi_callback_info info) {
@@ -970,17 +1054,10 @@ static napi_value js_normalise_query(napi_env env, napi_callback_info info) {
 }
 
 NAPI_MODULE_INIT() {
-  static const struct {
-    const char *name;
-    napi_callback fn;
-  } functions[] = {{"relay", js_relay},
-                   {"createQueryCache", js_create_query_cache},
-                   {"normaliseQuery", js_normalise_query},
-                   {"setKeepalive", js_set_keepalive}};
-  for (size_t i = 0; i < sizeof functions / sizeof *functions; i++) {
-    napi_value fn;
-    napi_create_function(env, functions[i].name, NAPI_AUTO_LENGTH, functions[i].fn, NULL, &fn);
-    napi_set_named_property(env, exports, functions[i].name, fn);
-  }
+  static const named_function_t functions[] = {{"relay", js_relay},
+                                               {"createQueryCache", js_create_query_cache},
+                                               {"queryCacheStats", js_query_cache_stats},
+                                               {"normaliseQuery", js_normalise_query}};
+  define_functions(env, exports, functions, sizeof functions / sizeof *functions);
   return exports;
 }

@@ -54,5 +54,6 @@ void progress_server_body(progress_t *p, uint8_t first) {
   if (!p->status_next) return;
   p->status_next = 0;
   p->status = first;
+  if (first == 'I') p->transactions++;
   if (p->outstanding > 0 && --p->outstanding == 0) p->may_commit = 0;
 }

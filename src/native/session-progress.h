@@ -15,6 +15,7 @@ typedef struct {
   uint8_t named_commit;     /* a named statement may be a COMMIT: any Bind may commit */
   uint8_t status_next;      /* the server's next byte is a ReadyForQuery status */
   uint64_t progress_at;     /* loop time (ms) of the last server bytes, or of the first request */
+  uint64_t transactions;    /* ReadyForQuery 'I' seen: transactions ended, for metrics */
 } progress_t;
 
 /* A client message starts: its header and the `avail` bytes of it at hand (maybe not all). */

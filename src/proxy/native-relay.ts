@@ -16,12 +16,15 @@ export interface NativeRelay {
   stop(): RelayRemainder
   /** Where the session's requests stand, as the relay follows them (session-progress.c). */
   progress(): RequestProgress
+  /** A config reload: applies from the next message. */
+  update(settings: NativeRelaySettings): void
+  /** Shutdown: onClose('idle') as soon as the session is idle outside a transaction. */
+  closeWhenIdle(): void
 }
 
-export interface NativeRelayOptions {
+/** What a config reload may change in a running relay. */
+export interface NativeRelaySettings {
   maxMessageBytes: number
-  /** Every message type a client may send, as a string of type bytes. */
-  frontendTypes: string
   /** Client message types handed to onMessage whole. */
   interceptTypes: string
   /**
@@ -31,6 +34,11 @@ export interface NativeRelayOptions {
   statementNeedles?: readonly string[]
   /** Query templates shared by the proxy's sessions (createQueryCache). */
   queryCache?: NativeQueryCache
+}
+
+export interface NativeRelayOptions extends NativeRelaySettings {
+  /** Every message type a client may send, as a string of type bytes. */
+  frontendTypes: string
   /** Requests already sent whose ReadyForQuery has not come back. */
   outstanding: number
   /** Returns the bytes to send upstream in the message's place, or undefined to send it as is. */
@@ -40,8 +48,11 @@ export interface NativeRelayOptions {
    * relay holds back until it is whole, it may return the bytes to send the client instead.
    */
   onServerMessage(message: Buffer): Buffer | undefined
-  /** A socket closed or failed ('client', 'server'), or the client broke the protocol ('invalid'). */
-  onClose(kind: 'client' | 'server' | 'invalid', detail?: string): void
+  /**
+   * A socket closed or failed ('client', 'server'), the client broke the protocol ('invalid'),
+   * or the session became idle after closeWhenIdle() ('idle').
+   */
+  onClose(kind: 'client' | 'server' | 'invalid' | 'idle', detail?: string): void
 }
 
 /** An opaque handle on a native Query template cache. */
@@ -63,6 +74,8 @@ interface NativeRelayModule {
     keys: CommentKeys,
     templateFor: (key: Buffer) => NativeTemplate,
   ): NativeQueryCache
+  /** Lookups in a Query template cache so far. */
+  queryCacheStats(cache: NativeQueryCache): { hits: number; misses: number }
   /** The relay's normalisation of a Query text, or null when it leaves the text to onMessage. */
   normaliseQuery(text: Buffer, keys: CommentKeys): { key: Buffer; values: Buffer[] } | null
 }

@@ -4,7 +4,6 @@ import { readFileSync } from 'node:fs'
 import { X509Certificate } from 'node:crypto'
 import type { Config } from '../config/schema.js'
 import { createLogger, type Logger } from '../log.js'
-import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 import { runStartupHandshake } from '../client/startup-handshake.js'
 import { acceptClients, type ClientConnection } from '../client/client-connection.js'
 import { connectUpstream } from '../server/upstream-connector.js'
@@ -13,28 +12,43 @@ import { applyKeepalive } from '../server/tcp-keepalive.js'
 import { UpstreamLogin } from '../server/upstream-login.js'
 import { PgError } from '../wire/error-response.js'
 import { ProxySession } from './session.js'
-import { createFencingRewriter } from './fencing.js'
-import { createNativeQueryCache } from './native-query-cache.js'
 import { nativeRelayModule } from './native-relay.js'
 import { watchSessionTimeouts } from './session-timeouts.js'
-import { TableNameChecks } from './table-name-checks.js'
+import { settingsForDatabase, type SettingsOptions } from './live-settings.js'
+import { LiveConfig } from './live-config.js'
+import { SessionRegistry } from './session-registry.js'
+import { consoleCommands } from './admin-view.js'
+import { listenAll, type Listeners } from './listeners.js'
+import { ProxyMetrics } from '../admin/metrics.js'
+import { startAdminHttp, type AdminHttpServer } from '../admin/http-server.js'
+import { CONSOLE_DATABASE, openConsole } from '../admin/console-session.js'
+import { upstreamAccepts } from '../server/upstream-probe.js'
 
-export interface ProxyOptions {
+export interface ProxyOptions extends SettingsOptions {
   logger?: Logger
-  /** Overrides the rewriter made from `config.fencing` (null: every statement passes through). */
-  rewriter?: StatementRewriter | null
-  /** Query templates the native relay keeps (4096). */
-  queryCacheSize?: number
+  /** The config file that reload() re-reads (SIGHUP, the console's RELOAD). */
+  configFile?: string
 }
+
+const SHUTDOWN = new PgError('57P01', 'terminating connection due to administrator command')
 
 export interface RunningProxy {
   host: string
   port: number
+  /** `<listen.unixSocketDir>/.s.PGSQL.<port>`, when set. */
+  socketPath?: string
+  /** The port of admin.listen (/metrics, /healthz, /readyz), when set. */
+  adminPort?: number
   /** Client connections open now, sessions and those still starting. */
   connectionCount(): number
   /** Sessions whose bytes flow through the native relay now. */
   nativeSessionCount(): number
-  /** Stops accepting, lets sessions finish up to limits.shutdownTimeoutMs, then closes them. */
+  /** Re-reads the config file; rejects with the reason when the new config is refused. */
+  reload(): Promise<void>
+  /**
+   * Stops accepting, closes each session once it is idle outside a transaction (57P01), lets
+   * transactions finish up to limits.shutdownTimeoutMs, then closes what is left.
+   */
   close(): Promise<void>
 }
 
@@ -67,26 +81,34 @@ export async function startProxy(
 ): Promise<RunningProxy> {
   const logger = options.logger ?? createLogger(config.log.level)
   const ownTls = clientTls(config)
-  const rewriter =
-    options.rewriter !== undefined ? options.rewriter : await createFencingRewriter(config)
   const nativeRelay = config.relay === 'native' && nativeRelayModule !== null
   if (config.relay === 'native' && !nativeRelay)
     logger.warn('the native relay was not built (npm run build:native): relaying in JavaScript')
-  const queryCache =
-    nativeRelay && rewriter ? createNativeQueryCache(rewriter, options.queryCacheSize) : null
-  // Only for fencing made from the config: its names are what the databases must resolve.
-  const nameChecks =
-    options.rewriter === undefined && rewriter ? new TableNameChecks(config.fencing, logger) : null
-  const connections = new Set<net.Socket>()
-  const sessions = new Set<ProxySession>()
+  const live = await LiveConfig.create(config, nativeRelay, logger, options)
+  const registry = new SessionRegistry()
+  const { connections } = registry
   let nextId = 0
+  let draining = false
+  const metrics = new ProxyMetrics(
+    {
+      clientConnections: () => registry.clientConnections(),
+      serverConnections: () => registry.serverConnections(),
+      nativeRelaySessions: () => registry.nativeRelaySessions(),
+      transactions: () => registry.transactions(),
+      rewriteCacheLookups: () => live.cacheLookups(),
+    },
+    Boolean(config.admin?.listen),
+  )
+  const commands = consoleCommands(registry, live, metrics)
 
   async function serve(accepted: ClientConnection, log: Logger): Promise<void> {
     const raw = accepted.socket
     const startupTimer = setTimeout(() => {
       log.info('startup not completed in time')
       raw.destroy()
-    }, config.limits.startupTimeoutMs)
+    }, live.config.limits.startupTimeoutMs)
+    // A client gone during startup (TLS included) needs no timer.
+    raw.once('close', () => clearTimeout(startupTimer))
     let client: net.Socket = raw
     let login: UpstreamLogin | undefined
     try {
@@ -100,13 +122,25 @@ export async function startProxy(
         raw.destroy()
         return forwardCancel(config.upstream, handshake.bytes)
       }
-      if (connections.size > config.limits.maxClientConnections) {
+      if (connections.size > live.config.limits.maxClientConnections) {
         throw new PgError('53300', 'sorry, too many clients already')
       }
+      if (draining) throw new PgError('57P03', 'the database system is shutting down')
       const params = handshake.packet.params
+      if (params.get('database') === CONSOLE_DATABASE) {
+        const users = live.config.admin?.users ?? []
+        return await openConsole(config.upstream, handshake, users, commands, {
+          onOpen: () => {
+            clearTimeout(startupTimer)
+            registry.consoles.add(raw)
+            raw.once('close', () => registry.consoles.delete(raw))
+          },
+          logger: log,
+        })
+      }
       const database = params.get('database') ?? params.get('user') ?? ''
       const sessionLog = log.child({ user: params.get('user'), database })
-      const names = params.has('replication') ? null : nameChecks
+      const checkNames = !params.has('replication')
       // The server speaks only after the startup packet, which the session sends.
       const relay: { session?: ProxySession } = {}
       login = new UpstreamLogin(config.upstream)
@@ -114,18 +148,16 @@ export async function startProxy(
         config.upstream,
         (chunk) => relay.session!.fromServer(chunk),
         { keepalive: config.tcpKeepalive, deadline: login.deadline },
-      )
+      ).catch((err: unknown) => {
+        metrics.upstreamConnectFailed()
+        throw err
+      })
       if (raw.destroyed) return void upstream.destroy()
       const session = (relay.session = new ProxySession(handshake.connection, upstream, {
-        maxMessageBytes: config.limits.maxMessageBytes,
-        // Read when used: a database whose names do not resolve gets its own rewriter.
-        get rewriter() {
-          return names?.rewriterFor(database) ?? rewriter
-        },
-        get queryCache() {
-          return names?.rewriterFor(database) ? null : queryCache
-        },
-        loginQuery: names && (() => names.loginQuery(database)),
+        settings: settingsForDatabase(live.settings, database),
+        loginQuery: checkNames
+          ? () => live.settings.current.nameChecks?.loginQuery(database) ?? null
+          : null,
         logger: sessionLog,
         onReady: () => {
           clearTimeout(startupTimer)
@@ -135,14 +167,21 @@ export async function startProxy(
         nativeRelay,
         loginDeadline: login.deadline,
         cancelBackend: (key) => cancelBackend(config.upstream, key),
+        onRejection: (code, table) => metrics.rejection(code, table),
       }))
-      sessions.add(session)
-      session.closed.then(() => {
+      void session.closed.then(() => {
         clearTimeout(startupTimer)
         login?.done()
-        sessions.delete(session)
+      })
+      registry.add(session, {
+        id: connectionId(log),
+        user: params.get('user')!,
+        database,
+        peer: peerOf(raw),
+        connectedAt: new Date(),
       })
       session.start(handshake.packet.bytes, handshake.leftover)
+      if (draining) session.closeWhenIdle(SHUTDOWN)
       sessionLog.debug('session started')
     } catch (err) {
       clearTimeout(startupTimer)
@@ -151,41 +190,60 @@ export async function startProxy(
     }
   }
 
-  const server = net.createServer()
-  server.on('error', (err) => logger.error({ err }, 'listener error'))
-
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(config.listen.port, config.listen.host, () => {
-      server.off('error', reject)
-      resolve()
+  const listeners = await listenAll(config.listen, logger)
+  for (const server of listeners.servers) {
+    // A client TLS layer reads from the socket itself, so its sockets keep Node's own reads.
+    acceptClients(server, !ownTls, (connection) => {
+      const raw = connection.socket
+      applyKeepalive(raw, config.tcpKeepalive)
+      const log = logger.child({ conn: ++nextId, peer: peerOf(raw) })
+      connections.add(raw)
+      raw.on('close', () => connections.delete(raw))
+      raw.on('error', (err) => log.debug({ err: err.message }, 'client socket error'))
+      void serve(connection, log)
     })
-  })
-  // A client TLS layer reads from the socket itself, so its sockets keep Node's own reads.
-  acceptClients(server, !ownTls, (connection) => {
-    const raw = connection.socket
-    applyKeepalive(raw, config.tcpKeepalive)
-    const log = logger.child({ conn: ++nextId, peer: `${raw.remoteAddress}:${raw.remotePort}` })
-    connections.add(raw)
-    raw.on('close', () => connections.delete(raw))
-    raw.on('error', (err) => log.debug({ err: err.message }, 'client socket error'))
-    void serve(connection, log)
-  })
-  const stopTimeouts = watchSessionTimeouts(sessions, config.limits)
-  const address = server.address() as net.AddressInfo
-  logger.info({ host: config.listen.host, port: address.port }, 'pgfence listening')
+  }
+  const stopTimeouts = watchSessionTimeouts(registry, config.limits)
+  const admin: AdminHttpServer | undefined =
+    config.admin?.listen &&
+    (await startAdminHttp(
+      config.admin.listen,
+      metrics,
+      {
+        serving: () => !draining,
+        upstreamReachable: () => upstreamAccepts(config.upstream),
+      },
+      logger,
+    ))
 
   return {
     host: config.listen.host,
-    port: address.port,
+    port: listeners.port,
+    socketPath: listeners.socketPath,
+    adminPort: admin?.port,
     connectionCount: () => connections.size,
-    nativeSessionCount: () => [...sessions].filter((session) => session.relayedNatively).length,
-    close: () => {
+    nativeSessionCount: () => registry.nativeRelaySessions(),
+    reload: () => live.reload(registry.sessions.keys()),
+    close: async () => {
+      draining = true
       stopTimeouts()
-      return drain(server, connections, sessions, config.limits.shutdownTimeoutMs, logger)
+      await drain(
+        listeners,
+        connections,
+        new Set(registry.sessions.keys()),
+        live.config.limits.shutdownTimeoutMs,
+        logger,
+      )
+      await admin?.close()
     },
   }
 }
+
+const connectionId = (log: Logger): number => (log.bindings() as { conn: number }).conn
+
+/** The client's address, or the listener's socket path for a Unix-domain client. */
+const peerOf = (socket: net.Socket): string =>
+  socket.remoteAddress ? `${socket.remoteAddress}:${socket.remotePort}` : 'unix socket'
 
 /** Answers a failed startup with an ErrorResponse when there is one to give, then closes. */
 function refuse(client: net.Socket, err: unknown, log: Logger): void {
@@ -200,14 +258,15 @@ function refuse(client: net.Socket, err: unknown, log: Logger): void {
 }
 
 async function drain(
-  server: net.Server,
+  listeners: Listeners,
   connections: Set<net.Socket>,
   sessions: Set<ProxySession>,
   timeoutMs: number,
   logger: Logger,
 ): Promise<void> {
-  const stopped = new Promise<void>((resolve) => server.close(() => resolve()))
+  const stopped = listeners.close()
   logger.info({ sessions: sessions.size, timeoutMs }, 'draining')
+  for (const session of sessions) session.closeWhenIdle(SHUTDOWN)
   const idle = Promise.all([...sessions].map((session) => session.closed))
   let timer: NodeJS.Timeout | undefined
   const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))

@@ -10,6 +10,8 @@ export interface RequestProgress {
   mayCommit: boolean
   /** Milliseconds since the server last sent anything (or since the first request went out). */
   quietMs: number
+  /** ReadyForQuery messages saying idle so far: transactions ended, single statements included. */
+  transactions: number
 }
 
 /** COMMIT or END as a word: lexical and conservative, a literal that says so counts too. */
@@ -27,6 +29,7 @@ export class RequestTracker {
   /** A named statement may be a COMMIT: from then on any Bind may commit. */
   private namedCommit = false
   private progressAt = performance.now()
+  private transactions = 0
 
   /** A client message starts at `pos`; the chunk holds it up to `end` (maybe not whole). */
   clientMessage(chunk: Buffer, pos: number, end: number): void {
@@ -54,11 +57,13 @@ export class RequestTracker {
 
   readyForQuery(status: number): void {
     this.status = String.fromCharCode(status)
+    if (this.status === 'I') this.transactions++
     if (this.outstanding > 0 && --this.outstanding === 0) this.mayCommit = false
   }
 
   snapshot(): RequestProgress {
-    const { outstanding, status, mayCommit } = this
-    return { outstanding, status, mayCommit, quietMs: performance.now() - this.progressAt }
+    const { outstanding, status, mayCommit, transactions } = this
+    const quietMs = performance.now() - this.progressAt
+    return { outstanding, status, mayCommit, quietMs, transactions }
   }
 }

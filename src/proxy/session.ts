@@ -19,9 +19,10 @@ import {
   nativeRelayModule,
   plainDescriptor,
   stopReading,
-  type NativeQueryCache,
   type NativeRelay,
+  type NativeRelaySettings,
 } from './native-relay.js'
+import type { SettingsHolder } from './live-settings.js'
 
 /** An empty write: its callback runs once everything queued before it is flushed. */
 const FLUSH_MARK = Buffer.alloc(0)
@@ -30,12 +31,15 @@ const FLUSH_MARK = Buffer.alloc(0)
 const asciiOnly = (needles?: readonly string[]) =>
   needles?.every((needle) => Buffer.byteLength(needle) === needle.length) ? needles : undefined
 
+const interceptTypes = (rewriter: StatementRewriter | null) =>
+  rewriter ? REWRITTEN_TYPES : TERMINATE_ONLY
+
 /** The DETAIL of PF409 as `pgfence.stale` words it (src/schema/fence-helpers.ts). */
 const STALE_DETAIL = /^incoming token (\d+) is lower than the committed token (\d+)/
 
 export interface SessionOptions {
-  maxMessageBytes: number
-  rewriter: StatementRewriter | null
+  /** Rewriter and limits, read at each statement: a config reload swaps them. */
+  settings: SettingsHolder
   logger: Logger
   /** Called once the server's first ReadyForQuery reached the client. */
   onReady: () => void
@@ -43,14 +47,25 @@ export interface SessionOptions {
   keepChannelBinding: boolean
   /** Relay a plain-TCP session in native code once it is past authentication. */
   nativeRelay: boolean
-  /** The native relay's Query templates, shared by the proxy's sessions. */
-  queryCache: NativeQueryCache | null
   /** Aborted (with the 08006 to send) when the upstream login runs out of time. */
   loginDeadline: AbortSignal
   /** Cancels what the session's backend runs. */
   cancelBackend(key: BackendKey): Promise<void>
   /** Gives a query to run on the server connection before the client's first ReadyForQuery. */
   loginQuery?: (() => LoginQuery | null) | null
+  /** A fencing rejection (PFxxx) the server returned, for metrics; `table` is schema.table. */
+  onRejection(code: string, table: string): void
+}
+
+/** Where a session stands, for metrics and the admin console. */
+export interface SessionState {
+  /** Transactions ended (ReadyForQuery idle), single statements included. */
+  transactions: number
+  /** Past authentication, relaying statements. */
+  ready: boolean
+  /** Idle outside a transaction block, nothing outstanding. */
+  idle: boolean
+  inTransaction: boolean
 }
 
 /**
@@ -83,6 +98,10 @@ export class ProxySession {
   private readonly requests = new RequestTracker()
   /** The server's BackendKeyData, to cancel its backend when pgfence cuts the session. */
   private backendKey: BackendKey | null = null
+  /** Transactions the native relay counted before it stopped. */
+  private nativeTransactions = 0
+  /** Shutdown: the error to close with as soon as the session is idle. */
+  private closingWhenIdle: PgError | null = null
 
   constructor(
     private readonly connection: ClientConnection,
@@ -98,8 +117,8 @@ export class ProxySession {
         fail: (error) => this.abort(error),
         started: (bytes, pos, end) => this.requests.clientMessage(bytes, pos, end),
       },
-      options.maxMessageBytes,
-      options.rewriter ? REWRITTEN_TYPES : TERMINATE_ONLY,
+      options.settings.current.limits.maxMessageBytes,
+      interceptTypes(options.settings.current.rewriter),
     )
     this.scanner = new BackendScanner(
       (message) => this.onServerMessage(message),
@@ -160,6 +179,36 @@ export class ProxySession {
     await cancelled
   }
 
+  /** A config reload: framing and the native relay follow the new settings from the next message. */
+  reconfigure(): void {
+    const { rewriter, limits } = this.options.settings.current
+    this.framer.maxMessageBytes = limits.maxMessageBytes
+    this.framer.interceptTypes = interceptTypes(rewriter)
+    this.native?.update(this.nativeSettings())
+  }
+
+  /** Shutdown: closes the session with `error` now if it is idle, else once it is. */
+  closeWhenIdle(error: PgError): void {
+    this.closingWhenIdle = error
+    if (this.state().idle) return this.terminate(error)
+    this.native?.closeWhenIdle()
+  }
+
+  state(): SessionState {
+    const progress = this.native?.progress() ?? this.requests.snapshot()
+    const atBoundaries =
+      this.native !== null || (this.framer.atBoundary() && this.scanner.atBoundary())
+    return {
+      transactions:
+        this.requests.snapshot().transactions +
+        this.nativeTransactions +
+        (this.native ? progress.transactions : 0),
+      ready: this.ready,
+      idle: this.ready && progress.outstanding === 0 && progress.status === 'I' && atBoundaries,
+      inTransaction: progress.status !== 'I',
+    }
+  }
+
   /** True once the session's bytes flow through the native relay. */
   get relayedNatively(): boolean {
     return this.native !== null
@@ -213,6 +262,10 @@ export class ProxySession {
       if (this.ended) return false
       if (forward.length > 0) this.client.write(forward)
     }
+    if (this.closingWhenIdle && this.state().idle) {
+      this.terminate(this.closingWhenIdle)
+      return false
+    }
     if (this.handOverPending) {
       this.handOverPending = false
       if (this.handOver()) return false
@@ -257,15 +310,9 @@ export class ProxySession {
     if (clientFd === null || serverFd === null) return false
     stopReading(this.client)
     stopReading(this.upstream)
-    const statementNeedles = asciiOnly(this.options.rewriter?.prefilterNeedles)
     this.native = nativeRelayModule.relay(clientFd, serverFd, {
-      maxMessageBytes: this.options.maxMessageBytes,
+      ...this.nativeSettings(),
       frontendTypes: FRONTEND_TYPE_CHARS,
-      interceptTypes: this.options.rewriter ? 'QPX' : 'X',
-      statementNeedles,
-      // Only with needles: without them every Query would need a template, where rewriteQuery's
-      // own prefilter spares most of them a parse.
-      queryCache: (statementNeedles && this.options.queryCache) || undefined,
       outstanding: this.requests.snapshot().outstanding,
       onMessage: (message) => {
         const replacement = this.intercept(message)
@@ -275,6 +322,7 @@ export class ProxySession {
       onClose: (kind, detail) => {
         if (kind === 'server') return this.upstreamClosed()
         if (kind === 'invalid') return this.abort(new PgError('08P01', detail ?? 'invalid message'))
+        if (kind === 'idle') return this.terminate(this.closingWhenIdle!)
         this.options.logger.debug({ detail }, 'client connection closed')
         this.finish()
       },
@@ -283,8 +331,22 @@ export class ProxySession {
     return true
   }
 
+  private nativeSettings(): NativeRelaySettings {
+    const { rewriter, queryCache, limits } = this.options.settings.current
+    const statementNeedles = asciiOnly(rewriter?.prefilterNeedles)
+    return {
+      maxMessageBytes: limits.maxMessageBytes,
+      interceptTypes: rewriter ? 'QPX' : 'X',
+      statementNeedles,
+      // Only with needles: without them every Query would need a template, where rewriteQuery's
+      // own prefilter spares most of them a parse.
+      queryCache: (statementNeedles && queryCache) || undefined,
+    }
+  }
+
   /** Takes both sockets back from the native relay, with the bytes it had not written yet. */
   private stopNative(): boolean {
+    this.nativeTransactions += this.native!.progress().transactions
     const { toClient, toServer, serverAtBoundary } = this.native!.stop()
     this.native = null
     if (toClient.length > 0) this.client.write(toClient)
@@ -301,8 +363,11 @@ export class ProxySession {
 
   private rewrite(message: Buffer): Buffer {
     logMaintenanceStatement(message, this.options.logger)
+    // A reload may have removed every fenced table while this message was on its way.
+    const rewriter = this.options.settings.current.rewriter
+    if (!rewriter) return message
     try {
-      return interceptStatement(message, this.options.rewriter!)
+      return interceptStatement(message, rewriter)
     } catch (err) {
       this.options.logger.error({ err }, 'statement rewrite failed')
       this.abort(new PgError('XX000', 'pgfence could not rewrite the statement'))
@@ -322,7 +387,7 @@ export class ProxySession {
    * a literal and go through unfenced. A fencing session is closed instead.
    */
   private onParameterStatus(message: Buffer): void {
-    if (!this.options.rewriter) return
+    if (!this.options.settings.current.rewriter) return
     const { name, value } = decodeParameterStatus(message)
     if (name !== 'standard_conforming_strings' || value === 'on') return
     this.abort(
@@ -341,6 +406,7 @@ export class ProxySession {
     const fields = decodeErrorFields(message)
     this.lastErrorFatal = fields.severity === 'FATAL' || fields.severity === 'PANIC'
     if (fields.code?.startsWith('PF')) {
+      this.options.onRejection(fields.code, `${fields.schema ?? ''}.${fields.table ?? ''}`)
       const tokens = STALE_DETAIL.exec(fields.detail ?? '')
       this.options.logger.info(
         {

@@ -8,6 +8,9 @@ export class Lru<V> {
   private young = new Map<string, V>()
   private old = new Map<string, V>()
   private readonly generation: number
+  /** Lookups so far, for metrics. */
+  hits = 0
+  misses = 0
 
   constructor(capacity: number) {
     this.generation = Math.max(1, Math.floor(capacity / 2))
@@ -19,11 +22,17 @@ export class Lru<V> {
 
   get(key: string): V | undefined {
     const value = this.young.get(key)
-    if (value !== undefined) return value
+    if (value !== undefined) {
+      this.hits++
+      return value
+    }
     const aged = this.old.get(key)
     if (aged !== undefined) {
+      this.hits++
       this.old.delete(key)
       this.set(key, aged)
+    } else {
+      this.misses++
     }
     return aged
   }

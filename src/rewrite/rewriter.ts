@@ -90,6 +90,10 @@ export class FencingRewriter implements StatementRewriter {
     return this.cache.size
   }
 
+  cacheLookups(): { hits: number; misses: number } {
+    return { hits: this.cache.hits, misses: this.cache.misses }
+  }
+
   rewriteQuery(sql: string): string | null {
     if (!this.mayNeedRewrite(sql)) return null
     const tokens = tokenize(sql)

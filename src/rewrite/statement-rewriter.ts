@@ -26,4 +26,6 @@ export interface StatementRewriter {
    * to change it; absent: any statement may change.
    */
   readonly prefilterNeedles?: readonly string[]
+  /** Lookups in the rewriter's own cache so far. */
+  cacheLookups?(): { hits: number; misses: number }
 }

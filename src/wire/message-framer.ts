@@ -31,9 +31,10 @@ export class MessageFramer {
 
   constructor(
     private readonly sink: FrameSink,
-    private readonly maxMessageBytes: number,
+    /** Both may change between messages (a config reload). */
+    public maxMessageBytes: number,
     /** 256 flags: 1 for message types to intercept. */
-    private readonly interceptTypes: Uint8Array,
+    public interceptTypes: Uint8Array,
   ) {}
 
   /** True when the bytes seen so far end exactly at a message boundary. */

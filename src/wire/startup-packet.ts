@@ -17,13 +17,15 @@ export type StartupPacket =
 
 /**
  * Length of the startup-phase packet at the head of `buffered`, or 0 if its length word has not
- * arrived yet. Throws before anything is allocated for a length outside PostgreSQL's bounds.
+ * arrived yet. Throws before anything is allocated for a length outside PostgreSQL's bounds: a
+ * plain Error, since PostgreSQL closes such a connection without an answer (a client may send
+ * Terminate before its StartupMessage and expects no FATAL).
  */
 export function startupPacketLength(buffered: Buffer): number {
   if (buffered.length < 4) return 0
   const length = buffered.readUInt32BE(0)
   if (length < MIN_STARTUP_PACKET || length > MAX_STARTUP_PACKET) {
-    throw new PgError('08P01', `invalid length of startup packet: ${length}`)
+    throw new Error(`invalid length of startup packet: ${length}`)
   }
   return length
 }

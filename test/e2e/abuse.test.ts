@@ -85,18 +85,26 @@ describe('hostile clients before login', () => {
     expect(authenticationRequests(received)).toEqual([])
   })
 
-  test('a startup packet declaring 2 GiB is closed at once', async () => {
+  // PostgreSQL closes these without a word (the error is only logged): so does pgfence.
+  test('a startup packet declaring 2 GiB is closed at once, silently', async () => {
     const socket = await connectRaw(proxy.port)
     socket.write(Buffer.concat([int32(twoGiB), int32(196608)]))
     const { received } = await closedWithin(socket, promptly)
-    expect(errorCodes(received)).toEqual(['08P01'])
+    expect(received.length).toBe(0)
   })
 
-  test('a startup length below 8 is closed at once', async () => {
+  test('a startup length below 8 is closed at once, silently', async () => {
     const socket = await connectRaw(proxy.port)
     socket.write(int32(4))
     const { received } = await closedWithin(socket, promptly)
-    expect(errorCodes(received)).toEqual(['08P01'])
+    expect(received.length).toBe(0)
+  })
+
+  test('Terminate before the StartupMessage (node-postgres end() during connect) gets no FATAL', async () => {
+    const socket = await connectRaw(proxy.port)
+    socket.end(Buffer.from([0x58, 0, 0, 0, 4]))
+    const { received } = await closedWithin(socket, promptly)
+    expect(received.length).toBe(0)
   })
 
   test('a truncated startup packet followed by end of stream is closed', async () => {

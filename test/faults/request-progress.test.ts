@@ -58,6 +58,7 @@ describe('cutError', () => {
     status,
     mayCommit,
     quietMs: 0,
+    transactions: 0,
   })
 
   it('says 08007 whenever a statement that may commit is in flight', () => {

@@ -21,6 +21,8 @@ export interface TestProxy {
   url(user?: string, database?: string, password?: string): string
   /** Sessions relayed natively now. */
   nativeSessionCount(): number
+  /** The admin endpoint's port, when admin.listen is set. */
+  adminPort?: number
   close(): Promise<void>
 }
 
@@ -70,6 +72,7 @@ export async function startTestProxy(
       return url.toString()
     },
     nativeSessionCount: () => server.nativeSessionCount(),
+    adminPort: server.adminPort,
     close: () => server.close(),
   }
 }

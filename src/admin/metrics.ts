@@ -1,0 +1,118 @@
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
+
+/** Figures read from the proxy when Prometheus scrapes, so that counting costs the data path nothing. */
+export interface ProxyFigures {
+  /** Client connections by state (startup, idle, active, in_transaction). */
+  clientConnections(): Record<string, number>
+  /** Server connections by state (login, active; a pool adds idle). */
+  serverConnections(): Record<string, number>
+  nativeRelaySessions(): number
+  /** Transactions ended since start (ReadyForQuery idle), single statements included. */
+  transactions(): number
+  /** Lookups in the rewrite caches (the rewriter's and the native relay's) since start. */
+  rewriteCacheLookups(): { hits: number; misses: number }
+}
+
+/** A label set with every state present, so that a state that empties reads 0, not absent. */
+function setStates(gauge: Gauge<'state'>, states: Record<string, number>): void {
+  gauge.reset()
+  for (const [state, count] of Object.entries(states)) gauge.set({ state }, count)
+}
+
+/**
+ * The proxy's Prometheus series, in a registry of its own (several proxies may share a process).
+ * Rare events (a fencing rejection, a failed upstream connect) are counted as they happen;
+ * everything else is read from the proxy at scrape time.
+ */
+export class ProxyMetrics {
+  readonly registry = new Registry()
+  private readonly rejections: Counter<'code' | 'table'>
+  private readonly connectFailures: Counter
+
+  /** `processDefaults`: also prom-client's process series (they watch GC and the event loop). */
+  constructor(figures: ProxyFigures, processDefaults: boolean) {
+    const registers = [this.registry]
+    if (processDefaults) collectDefaultMetrics({ register: this.registry })
+    this.rejections = new Counter({
+      name: 'pgfence_fencing_rejections_total',
+      help: 'Writes refused by a fence, by SQLSTATE and table (schema.table)',
+      labelNames: ['code', 'table'],
+      registers,
+    })
+    this.connectFailures = new Counter({
+      name: 'pgfence_upstream_connect_failures_total',
+      help: 'Connections to the upstream server that failed or timed out',
+      registers,
+    })
+    new Gauge({
+      name: 'pgfence_client_connections',
+      help: 'Client connections by state',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        setStates(this, figures.clientConnections())
+      },
+    })
+    new Gauge({
+      name: 'pgfence_server_connections',
+      help: 'Server connections by state',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        setStates(this, figures.serverConnections())
+      },
+    })
+    new Gauge({
+      name: 'pgfence_native_relay_sessions',
+      help: 'Sessions relayed by the native relay now',
+      registers,
+      collect() {
+        this.set(figures.nativeRelaySessions())
+      },
+    })
+    new Counter({
+      name: 'pgfence_transactions_total',
+      help: 'Transactions ended (ReadyForQuery idle), single statements included',
+      registers,
+      collect() {
+        this.reset()
+        this.inc(figures.transactions())
+      },
+    })
+    new Counter({
+      name: 'pgfence_rewrite_cache_lookups_total',
+      help: 'Lookups in the statement rewrite caches, by result (hit, miss)',
+      labelNames: ['result'],
+      registers,
+      collect() {
+        const { hits, misses } = figures.rewriteCacheLookups()
+        this.reset()
+        this.inc({ result: 'hit' }, hits)
+        this.inc({ result: 'miss' }, misses)
+      },
+    })
+  }
+
+  rejection(code: string, table: string): void {
+    this.rejections.inc({ code, table })
+  }
+
+  upstreamConnectFailed(): void {
+    this.connectFailures.inc()
+  }
+
+  async upstreamConnectFailures(): Promise<number> {
+    return (await this.connectFailures.get()).values[0]?.value ?? 0
+  }
+
+  /** Rejections so far by table, then by SQLSTATE. */
+  async rejectionsByTable(): Promise<Map<string, Map<string, number>>> {
+    const byTable = new Map<string, Map<string, number>>()
+    for (const { labels, value } of (await this.rejections.get()).values) {
+      const table = String(labels.table)
+      if (!byTable.has(table)) byTable.set(table, new Map())
+      byTable.get(table)!.set(String(labels.code), value)
+    }
+    return byTable
+  }
+}

@@ -1,0 +1,123 @@
+import type net from 'node:net'
+import type { ConsoleTable } from '../admin/console.js'
+import type { ProxySession } from './session.js'
+
+/** What the console and metrics show of one session. */
+export interface SessionEntry {
+  id: number
+  user: string
+  database: string
+  /** The client's address, or the Unix socket path. */
+  peer: string
+  connectedAt: Date
+}
+
+/**
+ * The proxy's open connections and sessions, with the figures metrics and the admin console read
+ * from them (computed when asked, never on the data path).
+ */
+export class SessionRegistry {
+  /** Every client socket, from accept to close. */
+  readonly connections = new Set<net.Socket>()
+  readonly sessions = new Map<ProxySession, SessionEntry>()
+  /** Client sockets that use the admin console. */
+  readonly consoles = new Set<net.Socket>()
+  /** Transactions of sessions that have ended. */
+  private endedTransactions = 0
+
+  add(session: ProxySession, entry: SessionEntry): void {
+    this.sessions.set(session, entry)
+    void session.closed.then(() => {
+      this.endedTransactions += session.state().transactions
+      this.sessions.delete(session)
+    })
+  }
+
+  /** The sessions open now, each time it is iterated. */
+  [Symbol.iterator](): Iterator<ProxySession> {
+    return this.sessions.keys()
+  }
+
+  transactions(): number {
+    let total = this.endedTransactions
+    for (const session of this.sessions.keys()) total += session.state().transactions
+    return total
+  }
+
+  nativeRelaySessions(): number {
+    return [...this.sessions.keys()].filter((session) => session.relayedNatively).length
+  }
+
+  clientConnections(): Record<string, number> {
+    const states: Record<string, number> = { startup: 0, idle: 0, active: 0, in_transaction: 0 }
+    for (const session of this.sessions.keys()) states[clientState(session)]! += 1
+    states.startup! += this.connections.size - this.sessions.size - this.consoles.size
+    states.admin = this.consoles.size
+    return states
+  }
+
+  serverConnections(): Record<string, number> {
+    const states: Record<string, number> = { login: 0, active: 0 }
+    for (const session of this.sessions.keys())
+      states[session.state().ready ? 'active' : 'login']! += 1
+    return states
+  }
+
+  clientRows(): ConsoleTable {
+    return {
+      columns: ['id', 'user', 'database', 'state', 'addr', 'connect_time', 'relay', 'transactions'],
+      rows: [...this.sessions].map(([session, entry]) => [
+        entry.id,
+        entry.user,
+        entry.database,
+        clientState(session),
+        entry.peer,
+        entry.connectedAt.toISOString(),
+        session.relayedNatively ? 'native' : 'node',
+        session.state().transactions,
+      ]),
+    }
+  }
+
+  serverRows(): ConsoleTable {
+    return {
+      columns: ['id', 'user', 'database', 'state', 'client_id', 'connect_time'],
+      rows: [...this.sessions].map(([session, entry]) => [
+        entry.id,
+        entry.user,
+        entry.database,
+        session.state().ready ? 'active' : 'login',
+        entry.id,
+        entry.connectedAt.toISOString(),
+      ]),
+    }
+  }
+
+  /** pool.mode none: one pool per (database, user), one server connection per client. */
+  poolRows(): ConsoleTable {
+    const pools = new Map<string, { database: string; user: string; clients: number }>()
+    for (const { database, user } of this.sessions.values()) {
+      const key = JSON.stringify([database, user])
+      const pool = pools.get(key) ?? { database, user, clients: 0 }
+      pool.clients++
+      pools.set(key, pool)
+    }
+    return {
+      columns: ['database', 'user', 'cl_active', 'sv_active', 'pool_mode'],
+      rows: [...pools.values()].map((pool) => [
+        pool.database,
+        pool.user,
+        pool.clients,
+        pool.clients,
+        'none',
+      ]),
+    }
+  }
+}
+
+function clientState(session: ProxySession): 'startup' | 'idle' | 'active' | 'in_transaction' {
+  const state = session.state()
+  if (!state.ready) return 'startup'
+  if (state.idle) return 'idle'
+  return state.inTransaction ? 'in_transaction' : 'active'
+}
