@@ -684,6 +684,8 @@ static void on_poll(uv_poll_t *handle, int status, int events) {
   if (status < 0) return report_close(r, is_client ? "client" : "server", uv_strerror(status));
   if ((events & UV_WRITABLE) && flush_out(s) < 0)
     return report_close(r, is_client ? "client" : "server", strerror(errno));
+  /* A client slow to take a result holds the server up: that is progress, not a silent server. */
+  if ((events & UV_WRITABLE) && is_client) r->progress.progress_at = loop_now(r);
   if ((events & UV_READABLE) && (s->events & UV_READABLE) && relay_read(r, s) < 0) return;
   update_polls(r);
 }

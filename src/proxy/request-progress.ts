@@ -50,7 +50,7 @@ export class RequestTracker {
     if (this.outstanding++ === 0) this.progressAt = performance.now()
   }
 
-  /** The server sent bytes: its requests are moving. */
+  /** The server sent bytes, or the client took them: its requests are moving. */
   serverBytes(): void {
     this.progressAt = performance.now()
   }

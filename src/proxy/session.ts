@@ -278,6 +278,7 @@ export class ProxySession {
 
   private readonly clientFlushed = (): void => {
     if (!this.upstreamPaused) return
+    this.requests.serverBytes() // a slow client, not a silent server
     this.upstreamPaused = false
     this.upstream.resume()
   }
