@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module'
 import type net from 'node:net'
 import type { CommentKeys } from '../rewrite/normalise.js'
+import { returnReadBuffer } from '../wire/read-buffer-pool.js'
 import type { RequestProgress } from './request-progress.js'
 
 /** What is left when a native relay stops: bytes not yet written, and where the server stands. */
@@ -82,7 +83,8 @@ interface SocketHandle {
 
 /**
  * Stops a socket's reads at the handle for good, whatever way it delivers its bytes: the stream
- * machinery would otherwise start reading again on its own (to refill its buffer).
+ * machinery would otherwise start reading again on its own (to refill its buffer). Its read
+ * buffer, if it has one of the pool's, goes back (the caller holds nothing read into it).
  */
 export function stopReading(socket: net.Socket): void {
   socket.pause()
@@ -91,6 +93,7 @@ export function stopReading(socket: net.Socket): void {
   handle.reading = false
   handle.readStop()
   handle.readStart = () => 0
+  returnReadBuffer(socket)
 }
 
 /**
