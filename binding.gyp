@@ -4,6 +4,7 @@
       "target_name": "pgfence_relay",
       "sources": [
         "src/native/relay.c",
+        "src/native/framing.c",
         "src/native/query-cache.c",
         "src/native/query-normalise.c",
         "src/native/session-progress.c",

@@ -22,18 +22,14 @@
 #include <uv.h>
 
 #include "bytes.h"
+#include "framing.h"
 #include "query-cache.h"
 #include "query-normalise.h"
 #include "session-progress.h"
 #include "tcp-keepalive.h"
 
-#define HEADER_BYTES 5
 #define READ_BYTES (64 * 1024)
 #define MAX_SEGMENTS 64
-/* Reported server messages larger than this are forwarded but not reported. */
-#define MAX_REPORTED_MESSAGE (64 * 1024)
-#define ERROR_RESPONSE 'E'
-#define PARAMETER_STATUS 'S'
 /* Query texts longer than this take the uncached path through JavaScript. */
 #define MAX_CACHED_QUERY (64 * 1024)
 
@@ -51,17 +47,6 @@ typedef struct {
   comment_keys_t keys;
   napi_ref template_for;
 } shared_cache_t;
-
-/* Where one direction's byte stream stands in its message sequence. */
-typedef struct {
-  uint8_t header[HEADER_BYTES];
-  size_t header_len;
-  size_t remaining;   /* bytes of the current message still to come, passed through */
-  bytes_t held;       /* a message gathered whole, when its type is collected */
-  size_t held_total;
-  int holding;
-  int skipping;       /* gathering was refused (too large): the rest just passes */
-} framer_t;
 
 typedef struct relay relay_t;
 
@@ -85,27 +70,17 @@ struct relay {
   napi_ref callbacks[CALLBACKS];
   napi_async_context async;
   side_t client, server;
-  framer_t from_client, from_server;
-  uint8_t intercept[256];
-  uint8_t valid[256];
+  client_framer_t from_client;
+  framer_t from_server;
   char **needles; /* Query/Parse go to JavaScript only when they contain one; NULL: always */
   shared_cache_t *queries; /* NULL: every Query that passes the needles goes to JavaScript */
   napi_ref queries_ref;    /* keeps `queries` alive while the relay runs */
   size_t needle_count;
-  size_t max_message;
   progress_t progress;
   int stopped;
   int open_handles;
   int wrapper_alive;
 };
-
-static uint32_t read_u32(const uint8_t *p) {
-  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static int at_boundary(const framer_t *f) {
-  return f->header_len == 0 && f->remaining == 0 && !f->holding;
-}
 
 static uint64_t loop_now(const relay_t *r) { return uv_now(r->client.poll.loop); }
 
@@ -399,173 +374,54 @@ static int deliver(relay_t *r, batch_t *b, const uint8_t *message, size_t n, uin
   return deliver_to_js(r, b, message, n, owned);
 }
 
-/* Checks a client header; returns the whole message size, or 0 after closing the session. */
-static size_t check_client_header(relay_t *r, const uint8_t *h) {
-  char detail[64];
-  uint32_t length = read_u32(h + 1);
-  if (!r->valid[h[0]]) {
-    snprintf(detail, sizeof detail, "invalid frontend message type %u", h[0]);
-  } else if (length < 4 || length > r->max_message - 1) {
-    snprintf(detail, sizeof detail, "invalid message length %u", length);
-  } else {
-    return (size_t)length + 1;
-  }
-  report_close(r, "invalid", detail);
-  return 0;
+/* The client framer's sink: bytes for the server, collected in the burst's batch. */
+typedef struct {
+  relay_t *relay;
+  batch_t *batch;
+} burst_t;
+
+static int sink_forward(void *ctx, const uint8_t *bytes, size_t n, uint8_t *owned) {
+  burst_t *burst = ctx;
+  return batch_add(&burst->relay->server, burst->batch, bytes, n, owned);
 }
 
-static void start_held(framer_t *f, size_t total) {
-  f->holding = 1;
-  f->held_total = total;
-  f->held.len = 0;
+static int sink_deliver(void *ctx, const uint8_t *message, size_t n, uint8_t *owned) {
+  burst_t *burst = ctx;
+  return deliver(burst->relay, burst->batch, message, n, owned);
 }
 
-/* Adds bytes to the held message; returns how many it took. */
-static size_t fill_held(framer_t *f, const uint8_t *p, size_t n) {
-  size_t take = f->held_total - f->held.len;
-  if (take > n) take = n;
-  if (bytes_append(&f->held, p, take) < 0) return (size_t)-1;
-  return take;
+static void sink_invalid(void *ctx, const char *detail) {
+  report_close(((burst_t *)ctx)->relay, "invalid", detail);
 }
 
-/* The held message is complete: hand its buffer over (the batch frees it once written). */
-static int deliver_held(relay_t *r, batch_t *b) {
-  framer_t *f = &r->from_client;
-  uint8_t *data = f->held.data;
-  size_t len = f->held.len;
-  f->held.data = NULL;
-  f->held.len = f->held.cap = 0;
-  f->holding = 0;
-  return deliver(r, b, data, len, data);
+static void sink_message(void *ctx, const uint8_t *message, size_t available) {
+  relay_t *r = ((burst_t *)ctx)->relay;
+  progress_client_message(&r->progress, message, available, loop_now(r));
 }
 
-static int forward_run(relay_t *r, batch_t *b, const uint8_t *chunk, size_t start, size_t end) {
-  return end > start ? batch_add(&r->server, b, chunk + start, end - start, NULL) : 0;
-}
-
-/* A header that arrived split: completes it from the chunk. Returns the chunk bytes consumed,
- * or (size_t)-1 when the session closed. */
-static size_t finish_split_header(relay_t *r, batch_t *b, const uint8_t *chunk, size_t n) {
-  framer_t *f = &r->from_client;
-  size_t need = HEADER_BYTES - f->header_len;
-  size_t take = need < n ? need : n;
-  memcpy(f->header + f->header_len, chunk, take);
-  f->header_len += take;
-  if (f->header_len < HEADER_BYTES) return take;
-  f->header_len = 0;
-  size_t total = check_client_header(r, f->header);
-  if (total == 0) return (size_t)-1;
-  progress_client_message(&r->progress, f->header, HEADER_BYTES, loop_now(r));
-  if (r->intercept[f->header[0]]) {
-    start_held(f, total);
-    if (bytes_append(&f->held, f->header, HEADER_BYTES) < 0) return (size_t)-1;
-    if (total == HEADER_BYTES && deliver_held(r, b) < 0) return (size_t)-1;
-  } else {
-    if (batch_add_copy(&r->server, b, f->header, HEADER_BYTES) < 0) return (size_t)-1;
-    f->remaining = total - HEADER_BYTES;
-  }
-  return take;
-}
-
-/* Frames one chunk of client bytes into the batch for the server. Returns -1 when stopped. */
-static int frame_client(relay_t *r, batch_t *b, const uint8_t *chunk, size_t end) {
-  framer_t *f = &r->from_client;
-  size_t pos = 0, run = 0;
-  while (pos < end) {
-    if (f->remaining > 0) {
-      size_t take = f->remaining < end - pos ? f->remaining : end - pos;
-      f->remaining -= take;
-      pos += take;
-    } else if (f->holding) {
-      size_t take = fill_held(f, chunk + pos, end - pos);
-      if (take == (size_t)-1) return -1;
-      pos += take;
-      run = pos;
-      if (f->held.len == f->held_total && deliver_held(r, b) < 0) return -1;
-    } else if (f->header_len > 0 || end - pos < HEADER_BYTES) {
-      if (forward_run(r, b, chunk, run, pos) < 0) return -1;
-      size_t take = finish_split_header(r, b, chunk + pos, end - pos);
-      if (take == (size_t)-1) return -1;
-      pos += take;
-      run = pos;
-    } else {
-      size_t total = check_client_header(r, chunk + pos);
-      if (total == 0) return -1;
-      progress_client_message(&r->progress, chunk + pos, end - pos, loop_now(r));
-      if (r->intercept[chunk[pos]]) {
-        if (forward_run(r, b, chunk, run, pos) < 0) return -1;
-        if (end - pos >= total) {
-          if (deliver(r, b, chunk + pos, total, NULL) < 0) return -1;
-          pos += total;
-        } else {
-          start_held(f, total);
-          size_t take = fill_held(f, chunk + pos, end - pos);
-          if (take == (size_t)-1) return -1;
-          pos += take;
-        }
-        run = pos;
-      } else if (end - pos >= total) {
-        pos += total;
-      } else {
-        f->remaining = total - (end - pos);
-        pos = end;
-      }
-    }
-  }
-  return forward_run(r, b, chunk, run, pos);
-}
+static const client_sink_t to_server = {sink_forward, sink_deliver, sink_invalid, sink_message};
 
 /* ---- server → client ---- */
 
-static void report_server_message(relay_t *r, const uint8_t *message, size_t n) {
+static int report_server_message(void *ctx, const uint8_t *message, size_t n) {
+  relay_t *r = ctx;
   napi_handle_scope scope;
   napi_open_handle_scope(r->env, &scope);
   napi_value argv[1] = {buffer_copy(r->env, message, n)};
   call_js(r, ON_SERVER_MESSAGE, 1, argv, NULL);
   napi_close_handle_scope(r->env, scope);
+  return r->stopped ? -1 : 0;
 }
 
-/* Follows the server's message boundaries through one chunk, reporting ErrorResponses and
- * ParameterStatus messages. */
-static void scan_server(relay_t *r, const uint8_t *chunk, size_t end) {
-  framer_t *f = &r->from_server;
-  size_t pos = 0;
-  while (pos < end && !r->stopped) {
-    if (f->remaining > 0) {
-      size_t take = f->remaining < end - pos ? f->remaining : end - pos;
-      progress_server_body(&r->progress, chunk[pos]);
-      if (f->holding && bytes_append(&f->held, chunk + pos, take) < 0) f->holding = 0;
-      f->remaining -= take;
-      pos += take;
-      if (f->remaining == 0 && f->holding) {
-        f->holding = 0;
-        report_server_message(r, f->held.data, f->held.len);
-        f->held.len = 0;
-      }
-      continue;
-    }
-    size_t take = HEADER_BYTES - f->header_len;
-    if (take > end - pos) take = end - pos;
-    memcpy(f->header + f->header_len, chunk + pos, take);
-    f->header_len += take;
-    pos += take;
-    if (f->header_len < HEADER_BYTES) break;
-    f->header_len = 0;
-    progress_server_header(&r->progress, f->header[0]);
-    uint32_t length = read_u32(f->header + 1);
-    size_t body = length < 4 ? 0 : (size_t)length - 4;
-    int reported = f->header[0] == ERROR_RESPONSE || f->header[0] == PARAMETER_STATUS;
-    if (reported && body + HEADER_BYTES <= MAX_REPORTED_MESSAGE) {
-      f->held.len = 0;
-      f->holding = bytes_append(&f->held, f->header, HEADER_BYTES) == 0;
-      if (body == 0 && f->holding) {
-        f->holding = 0;
-        report_server_message(r, f->held.data, f->held.len);
-      }
-    }
-    f->remaining = body;
-  }
+static void server_header(void *ctx, uint8_t type) {
+  progress_server_header(&((relay_t *)ctx)->progress, type);
 }
+
+static void server_body(void *ctx, uint8_t first) {
+  progress_server_body(&((relay_t *)ctx)->progress, first);
+}
+
+static const server_sink_t from_server = {report_server_message, server_header, server_body};
 
 /* ---- the event loop side ---- */
 
@@ -582,14 +438,15 @@ static int relay_read(relay_t *r, side_t *from) {
   side_t *to = is_client ? &r->server : &r->client;
   batch_t batch = {.count = 0, .owned_count = 0};
   if (is_client) {
-    if (frame_client(r, &batch, read_buffer, (size_t)n) < 0) {
+    burst_t burst = {r, &batch};
+    if (frame_client(&r->from_client, &to_server, &burst, read_buffer, (size_t)n) < 0) {
       batch_release(&batch);
       if (!r->stopped) report_close(r, "client", "out of memory");
       return -1;
     }
   } else {
     r->progress.progress_at = loop_now(r);
-    scan_server(r, read_buffer, (size_t)n);
+    scan_server(&r->from_server, &from_server, r, read_buffer, (size_t)n);
     if (r->stopped) return -1;
     batch_add(to, &batch, read_buffer, (size_t)n, NULL);
   }
@@ -646,8 +503,8 @@ static void relay_free_if_done(relay_t *r) {
   free_needles(r);
   bytes_free(&r->client.out);
   bytes_free(&r->server.out);
-  bytes_free(&r->from_client.held);
-  bytes_free(&r->from_server.held);
+  framer_free(&r->from_client.state);
+  framer_free(&r->from_server);
   free(r);
 }
 
@@ -806,14 +663,14 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
     return NULL;
   }
   r->env = env;
-  r->max_message = (size_t)max_message;
+  r->from_client.max_message = (size_t)max_message;
   /* Requests the session sent before the relay took over. */
   napi_get_value_int32(env, get_named(env, argv[2], "outstanding"), &outstanding);
   r->progress.outstanding = outstanding > 0 ? (uint32_t)outstanding : 0;
   r->progress.status = 'I';
   r->progress.progress_at = uv_now(loop);
-  fill_types(env, get_named(env, argv[2], "frontendTypes"), r->valid);
-  fill_types(env, get_named(env, argv[2], "interceptTypes"), r->intercept);
+  fill_types(env, get_named(env, argv[2], "frontendTypes"), r->from_client.valid);
+  fill_types(env, get_named(env, argv[2], "interceptTypes"), r->from_client.intercept);
   if (read_needles(env, get_named(env, argv[2], "statementNeedles"), r) < 0 ||
       init_side(r, &r->client, loop, client_fd) < 0) {
     free_needles(r);
