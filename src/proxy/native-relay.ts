@@ -65,10 +65,14 @@ interface NativeRelayModule {
   normaliseQuery(text: Buffer, keys: CommentKeys): { key: Buffer; values: Buffer[] } | null
 }
 
-/** The compiled relay (src/native/relay.c), or null when it was not built. */
+/**
+ * The compiled relay (src/native/relay.c), or null when it was not built. PGFENCE_NATIVE_ADDON
+ * names another build of it (CI's sanitizer build, .ci/native-checks).
+ */
 export const nativeRelayModule: NativeRelayModule | null = (() => {
   try {
-    return createRequire(import.meta.url)('../../build/Release/pgfence_relay.node')
+    const path = process.env.PGFENCE_NATIVE_ADDON || '../../build/Release/pgfence_relay.node'
+    return createRequire(import.meta.url)(path)
   } catch {
     return null
   }
