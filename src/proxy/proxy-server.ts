@@ -17,6 +17,7 @@ import { createFencingRewriter } from './fencing.js'
 import { createNativeQueryCache } from './native-query-cache.js'
 import { nativeRelayModule } from './native-relay.js'
 import { watchSessionTimeouts } from './session-timeouts.js'
+import { ChurnCollector } from './churn-collector.js'
 
 export interface ProxyOptions {
   logger?: Logger
@@ -75,6 +76,7 @@ export async function startProxy(
     nativeRelay && rewriter ? createNativeQueryCache(rewriter, options.queryCacheSize) : null
   const connections = new Set<net.Socket>()
   const sessions = new Set<ProxySession>()
+  const churn = new ChurnCollector()
   let nextId = 0
 
   async function serve(accepted: ClientConnection, log: Logger): Promise<void> {
@@ -132,6 +134,7 @@ export async function startProxy(
         clearTimeout(startupTimer)
         login?.done()
         sessions.delete(session)
+        churn.sessionClosed()
       })
       session.start(handshake.packet.bytes, handshake.leftover)
       sessionLog.debug('session started')
