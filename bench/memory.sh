@@ -7,6 +7,7 @@
 #   MEMORY_CLIENTS   idle clients per cycle (250)
 #   MEMORY_CYCLES    connect / disconnect cycles (10)
 #   MEMORY_RELAY     native | node (native)
+#   MEMORY_UPSTREAM_TLS  upstream.tls (prefer; the throwaway cluster has no TLS)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -16,6 +17,7 @@ source bench/lib.sh
 MEMORY_CLIENTS=${MEMORY_CLIENTS:-250}
 MEMORY_CYCLES=${MEMORY_CYCLES:-10}
 MEMORY_RELAY=${MEMORY_RELAY:-native}
+MEMORY_UPSTREAM_TLS=${MEMORY_UPSTREAM_TLS:-prefer}
 BENCH_USER=postgres
 BENCH_DB=postgres
 PG_HOST=127.0.0.1
@@ -45,7 +47,7 @@ psql -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -c \
 port=$(free_port)
 cat >"$WORK_DIR/pgfence.yaml" <<YAML
 listen: { host: 127.0.0.1, port: $port }
-upstream: { host: 127.0.0.1, port: $PG_PORT }
+upstream: { host: 127.0.0.1, port: $PG_PORT, tls: $MEMORY_UPSTREAM_TLS }
 limits: { maxClientConnections: $((MEMORY_CLIENTS + 10)) }
 log: { level: warn }
 relay: $MEMORY_RELAY
