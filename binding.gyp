@@ -7,6 +7,7 @@
         "src/native/framing.c",
         "src/native/query-cache.c",
         "src/native/query-normalise.c",
+        "src/native/release-memory.c",
         "src/native/session-progress.c",
         "src/native/tcp-keepalive.c"
       ],

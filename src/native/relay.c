@@ -25,6 +25,7 @@
 #include "framing.h"
 #include "query-cache.h"
 #include "query-normalise.h"
+#include "release-memory.h"
 #include "session-progress.h"
 #include "tcp-keepalive.h"
 
@@ -793,7 +794,8 @@ NAPI_MODULE_INIT() {
   } functions[] = {{"relay", js_relay},
                    {"createQueryCache", js_create_query_cache},
                    {"normaliseQuery", js_normalise_query},
-                   {"setKeepalive", js_set_keepalive}};
+                   {"setKeepalive", js_set_keepalive},
+                   {"releaseFreeMemory", js_release_free_memory}};
   for (size_t i = 0; i < sizeof functions / sizeof *functions; i++) {
     napi_value fn;
     napi_create_function(env, functions[i].name, NAPI_AUTO_LENGTH, functions[i].fn, NULL, &fn);

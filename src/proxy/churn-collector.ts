@@ -1,5 +1,6 @@
 import v8 from 'node:v8'
 import vm from 'node:vm'
+import { nativeRelayModule } from './native-relay.js'
 
 /** Closed sessions that make a collection worth its pause (a few ms for the proxy's heap). */
 const CLOSED_SESSIONS_PER_COLLECTION = 100
@@ -17,7 +18,8 @@ const collect: () => void = (() => {
  * session's objects live long enough to reach the old generation, where V8 leaves them until
  * the heap has grown by a good part of its size: without this, resident memory climbs by tens
  * of kB per closed session between V8's own full collections, and each wave of connections
- * starts higher than the one before.
+ * starts higher than the one before. The native memory the collection frees is then given back
+ * to the system.
  */
 export class ChurnCollector {
   private closed = 0
@@ -33,5 +35,6 @@ export class ChurnCollector {
     this.timer = null
     this.closed = 0
     collect()
+    nativeRelayModule?.releaseFreeMemory()
   }
 }

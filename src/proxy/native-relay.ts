@@ -63,6 +63,8 @@ interface NativeRelayModule {
   ): NativeQueryCache
   /** The relay's normalisation of a Query text, or null when it leaves the text to onMessage. */
   normaliseQuery(text: Buffer, keys: CommentKeys): { key: Buffer; values: Buffer[] } | null
+  /** Gives the C heap's free pages back to the system (glibc's malloc_trim). */
+  releaseFreeMemory(): void
 }
 
 /**
