@@ -46,7 +46,12 @@ static void on_invalid(void *ctx, const char *detail) {
   c->invalid = 1;
 }
 
-static const client_sink_t sink = {on_forward, on_deliver, on_invalid};
+static void on_message(void *ctx, const uint8_t *message, size_t available) {
+  check_t *c = ctx;
+  REQUIRE(available >= HEADER_BYTES && c->framer->valid[message[0]]);
+}
+
+static const client_sink_t sink = {on_forward, on_deliver, on_invalid, on_message};
 
 /* Parameters: a split seed (4 bytes), the largest message (1 byte: 2^n), when delivery stops
  * the session (1 byte, 0: never); then the stream. */

@@ -42,6 +42,11 @@ static int on_report(void *ctx, const uint8_t *message, size_t n) {
   return ++c->reports == c->stop_after ? -1 : 0;
 }
 
+static void on_header(void *ctx, uint8_t type) { (void)ctx, (void)type; }
+static void on_body(void *ctx, uint8_t first) { (void)ctx, (void)first; }
+
+static const server_sink_t sink = {on_report, on_header, on_body};
+
 /* Parameters: a split seed (4 bytes), after how many reports the session stops (1 byte, 0:
  * never); then the stream. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -56,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t n = next_chunk(&seed, in.len - pos);
     uint8_t *chunk = malloc(n);
     memcpy(chunk, in.data + pos, n);
-    scan_server(&scanner, on_report, &check, chunk, n);
+    scan_server(&scanner, &sink, &check, chunk, n);
     free(chunk);
     pos += n;
   }
