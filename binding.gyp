@@ -4,8 +4,10 @@
       "target_name": "pgfence_relay",
       "sources": [
         "src/native/relay.c",
+        "src/native/framing.c",
         "src/native/query-cache.c",
         "src/native/query-normalise.c",
+        "src/native/release-memory.c",
         "src/native/session-progress.c",
         "src/native/tcp-keepalive.c"
       ],

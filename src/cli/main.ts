@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+// First: V8's young generation is held at its initial size before any module allocates.
+import './young-generation.js'
 import { ConfigError } from '../config/load.js'
 
 type Command = { run(argv: string[]): Promise<number> }

@@ -1,5 +1,6 @@
 import net from 'node:net'
 import type tls from 'node:tls'
+import { ReadBufferPool } from '../wire/read-buffer-pool.js'
 
 /**
  * Takes a client's incoming bytes. The chunk may be a view of a read buffer that is reused for
@@ -9,7 +10,7 @@ import type tls from 'node:tls'
 export type BytesReceiver = (chunk: Buffer) => boolean
 
 /** Client messages are small; a large COPY streams through in pieces of this size. */
-const READ_BUFFER_BYTES = 16 * 1024
+const readBuffers = new ReadBufferPool(16 * 1024, 64)
 
 /** A client socket whose bytes go to whichever phase owns it now: startup, then the session. */
 export class ClientConnection {
@@ -48,9 +49,9 @@ type AcceptHandle = { onconnection?: (err: number, handle: unknown) => void }
 
 /**
  * Accepts clients. With `reuseReadBuffers`, each client socket reads into one buffer of its own
- * (Node's `onread`), which skips the stream machinery and an allocation on every read: the
- * accepting handle's connection callback is taken over to build the socket with that option,
- * since `net.Server` offers none. Falls back to ordinary sockets if that callback is absent.
+ * (Node's `onread`; from a pool, see ReadBufferPool), which skips the stream machinery and an
+ * allocation on every read: the accepting handle's connection callback is taken over to build
+ * the socket with that option, since `net.Server` offers none. Falls back to ordinary sockets if that callback is absent.
  */
 export function acceptClients(
   server: net.Server,
@@ -67,7 +68,7 @@ export function acceptClients(
   }
   handle.onconnection = (err, clientHandle) => {
     if (err) return server.emit('error', new Error(`accept failed (${err})`))
-    const buffer = Buffer.allocUnsafe(READ_BUFFER_BYTES)
+    const buffer = readBuffers.take()
     const socket: net.Socket = new net.Socket({
       handle: clientHandle,
       readable: true,
@@ -78,6 +79,7 @@ export function acceptClients(
           connection.receive(Buffer.from(bytes.buffer, bytes.byteOffset, length)),
       },
     } as net.SocketConstructorOpts)
+    readBuffers.lend(socket, buffer)
     const connection = new ClientConnection(socket)
     socket.setNoDelay(true)
     onClient(connection)

@@ -62,7 +62,8 @@ uint64_t query_cache_hash(const bytes_t *key) {
 static cache_entry_t *table_find(cache_table_t *t, const bytes_t *key, uint64_t hash, int unlink) {
   cache_entry_t **link = &t->buckets[hash & t->mask];
   for (cache_entry_t *e = *link; e; link = &e->next, e = e->next) {
-    if (e->hash != hash || e->key.len != key->len || memcmp(e->key.data, key->data, key->len))
+    if (e->hash != hash || e->key.len != key->len ||
+        (key->len > 0 && memcmp(e->key.data, key->data, key->len) != 0))
       continue;
     if (unlink) {
       *link = e->next;
@@ -119,8 +120,9 @@ uint8_t *fill_query_template(const cache_entry_t *e, const uint8_t *text,
   uint8_t *pos = message + 5;
   uint32_t part_start = 0;
   for (size_t i = 0;; i++) {
-    memcpy(pos, e->parts.data + part_start, e->part_ends[i] - part_start);
-    pos += e->part_ends[i] - part_start;
+    size_t part_len = e->part_ends[i] - part_start;
+    if (part_len > 0) memcpy(pos, e->parts.data + part_start, part_len);
+    pos += part_len;
     part_start = e->part_ends[i];
     if (i == e->hole_count) break;
     const span_t *value = &normalised->values[e->holes[i]];

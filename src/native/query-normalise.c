@@ -276,7 +276,8 @@ int normalise_query(const uint8_t *sql, size_t n, const comment_keys_t *keys, no
     }
     i = end;
   }
-  if (bytes_append(&out->key, sql + copied, n - copied) < 0) return NORMALISE_FAILED;
+  /* An empty text may come without memory (a NULL pointer): no arithmetic on it. */
+  if (n > copied && bytes_append(&out->key, sql + copied, n - copied) < 0) return NORMALISE_FAILED;
   for (size_t k = 0; k < out->pending_count; k++) {
     if (push_span(&out->values, &out->count, &out->cap, out->pending[k]) < 0)
       return NORMALISE_FAILED;

@@ -23,18 +23,15 @@
 #include <uv.h>
 
 #include "bytes.h"
+#include "framing.h"
 #include "query-cache.h"
 #include "query-normalise.h"
+#include "release-memory.h"
 #include "session-progress.h"
 #include "tcp-keepalive.h"
 
-#define HEADER_BYTES 5
 #define READ_BYTES (64 * 1024)
 #define MAX_SEGMENTS 64
-/* Reported server messages larger than this are forwarded but not reported. */
-#define MAX_REPORTED_MESSAGE (64 * 1024)
-#define ERROR_RESPONSE 'E'
-#define PARAMETER_STATUS 'S'
 /* Query texts longer than this take the uncached path through JavaScript. */
 #define MAX_CACHED_QUERY (64 * 1024)
 
@@ -53,18 +50,6 @@ typedef struct {
   napi_ref template_for;
   uint64_t hits, misses; /* lookups, read at metrics scrape time */
 } shared_cache_t;
-
-/* Where one direction's byte stream stands in its message sequence. */
-typedef struct {
-  uint8_t header[HEADER_BYTES];
-  size_t header_len;
-  size_t remaining;   /* bytes of the current message still to come, passed through */
-  bytes_t held;       /* a message gathered whole, when its type is collected */
-  size_t held_total;
-  int holding;
-  int skipping;       /* gathering was refused (too large): the rest just passes */
-  int withholding;    /* the held message goes out only once whole (server ErrorResponses) */
-} framer_t;
 
 typedef struct relay relay_t;
 
@@ -88,28 +73,18 @@ struct relay {
   napi_ref callbacks[CALLBACKS];
   napi_async_context async;
   side_t client, server;
-  framer_t from_client, from_server;
-  uint8_t intercept[256];
-  uint8_t valid[256];
+  client_framer_t from_client;
+  framer_t from_server;
   char **needles; /* Query/Parse go to JavaScript only when they contain one; NULL: always */
   shared_cache_t *queries; /* NULL: every Query that passes the needles goes to JavaScript */
   napi_ref queries_ref;    /* keeps `queries` alive while the relay runs */
   size_t needle_count;
-  size_t max_message;
   progress_t progress;
   int close_when_idle; /* report "idle" once the session is idle outside a transaction */
   int stopped;
   int open_handles;
   int wrapper_alive;
 };
-
-static uint32_t read_u32(const uint8_t *p) {
-  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static int at_boundary(const framer_t *f) {
-  return f->header_len == 0 && f->remaining == 0 && !f->holding;
-}
 
 static uint64_t loop_now(const relay_t *r) { return uv_now(r->client.poll.loop); }
 
@@ -405,129 +380,47 @@ static int deliver(relay_t *r, batch_t *b, const uint8_t *message, size_t n, uin
   return deliver_to_js(r, b, message, n, owned);
 }
 
-/* Checks a client header; returns the whole message size, or 0 after closing the session. */
-static size_t check_client_header(relay_t *r, const uint8_t *h) {
-  char detail[64];
-  uint32_t length = read_u32(h + 1);
-  if (!r->valid[h[0]]) {
-    snprintf(detail, sizeof detail, "invalid frontend message type %u", h[0]);
-  } else if (length < 4 || length > r->max_message - 1) {
-    snprintf(detail, sizeof detail, "invalid message length %u", length);
-  } else {
-    return (size_t)length + 1;
-  }
-  report_close(r, "invalid", detail);
-  return 0;
+/* The client framer's sink: bytes for the server, collected in the burst's batch. */
+typedef struct {
+  relay_t *relay;
+  batch_t *batch;
+} burst_t;
+
+static int sink_forward(void *ctx, const uint8_t *bytes, size_t n, uint8_t *owned) {
+  burst_t *burst = ctx;
+  return batch_add(&burst->relay->server, burst->batch, bytes, n, owned);
 }
 
-static void start_held(framer_t *f, size_t total) {
-  f->holding = 1;
-  f->held_total = total;
-  f->held.len = 0;
+static int sink_deliver(void *ctx, const uint8_t *message, size_t n, uint8_t *owned) {
+  burst_t *burst = ctx;
+  return deliver(burst->relay, burst->batch, message, n, owned);
 }
 
-/* Adds bytes to the held message; returns how many it took. */
-static size_t fill_held(framer_t *f, const uint8_t *p, size_t n) {
-  size_t take = f->held_total - f->held.len;
-  if (take > n) take = n;
-  if (bytes_append(&f->held, p, take) < 0) return (size_t)-1;
-  return take;
+static void sink_invalid(void *ctx, const char *detail) {
+  report_close(((burst_t *)ctx)->relay, "invalid", detail);
 }
 
-/* The held message is complete: hand its buffer over (the batch frees it once written). */
-static int deliver_held(relay_t *r, batch_t *b) {
-  framer_t *f = &r->from_client;
-  uint8_t *data = f->held.data;
-  size_t len = f->held.len;
-  f->held.data = NULL;
-  f->held.len = f->held.cap = 0;
-  f->holding = 0;
-  return deliver(r, b, data, len, data);
+static void sink_message(void *ctx, const uint8_t *message, size_t available) {
+  relay_t *r = ((burst_t *)ctx)->relay;
+  progress_client_message(&r->progress, message, available, loop_now(r));
 }
 
-static int forward_run(side_t *to, batch_t *b, const uint8_t *chunk, size_t start, size_t end) {
-  return end > start ? batch_add(to, b, chunk + start, end - start, NULL) : 0;
-}
-
-/* A header that arrived split: completes it from the chunk. Returns the chunk bytes consumed,
- * or (size_t)-1 when the session closed. */
-static size_t finish_split_header(relay_t *r, batch_t *b, const uint8_t *chunk, size_t n) {
-  framer_t *f = &r->from_client;
-  size_t need = HEADER_BYTES - f->header_len;
-  size_t take = need < n ? need : n;
-  memcpy(f->header + f->header_len, chunk, take);
-  f->header_len += take;
-  if (f->header_len < HEADER_BYTES) return take;
-  f->header_len = 0;
-  size_t total = check_client_header(r, f->header);
-  if (total == 0) return (size_t)-1;
-  progress_client_message(&r->progress, f->header, HEADER_BYTES, loop_now(r));
-  if (r->intercept[f->header[0]]) {
-    start_held(f, total);
-    if (bytes_append(&f->held, f->header, HEADER_BYTES) < 0) return (size_t)-1;
-    if (total == HEADER_BYTES && deliver_held(r, b) < 0) return (size_t)-1;
-  } else {
-    if (batch_add_copy(&r->server, b, f->header, HEADER_BYTES) < 0) return (size_t)-1;
-    f->remaining = total - HEADER_BYTES;
-  }
-  return take;
-}
-
-/* Frames one chunk of client bytes into the batch for the server. Returns -1 when stopped. */
-static int frame_client(relay_t *r, batch_t *b, const uint8_t *chunk, size_t end) {
-  framer_t *f = &r->from_client;
-  size_t pos = 0, run = 0;
-  while (pos < end) {
-    if (f->remaining > 0) {
-      size_t take = f->remaining < end - pos ? f->remaining : end - pos;
-      f->remaining -= take;
-      pos += take;
-    } else if (f->holding) {
-      size_t take = fill_held(f, chunk + pos, end - pos);
-      if (take == (size_t)-1) return -1;
-      pos += take;
-      run = pos;
-      if (f->held.len == f->held_total && deliver_held(r, b) < 0) return -1;
-    } else if (f->header_len > 0 || end - pos < HEADER_BYTES) {
-      if (forward_run(&r->server, b, chunk, run, pos) < 0) return -1;
-      size_t take = finish_split_header(r, b, chunk + pos, end - pos);
-      if (take == (size_t)-1) return -1;
-      pos += take;
-      run = pos;
-    } else {
-      size_t total = check_client_header(r, chunk + pos);
-      if (total == 0) return -1;
-      progress_client_message(&r->progress, chunk + pos, end - pos, loop_now(r));
-      if (r->intercept[chunk[pos]]) {
-        if (forward_run(&r->server, b, chunk, run, pos) < 0) return -1;
-        if (end - pos >= total) {
-          if (deliver(r, b, chunk + pos, total, NULL) < 0) return -1;
-          pos += total;
-        } else {
-          start_held(f, total);
-          size_t take = fill_held(f, chunk + pos, end - pos);
-          if (take == (size_t)-1) return -1;
-          pos += take;
-        }
-        run = pos;
-      } else if (end - pos >= total) {
-        pos += total;
-      } else {
-        f->remaining = total - (end - pos);
-        pos = end;
-      }
-    }
-  }
-  return forward_run(&r->server, b, chunk, run, pos);
-}
+static const client_sink_t to_server = {sink_forward, sink_deliver, sink_invalid, sink_message};
 
 /* ---- server → client ---- */
 
+static int server_forward(void *ctx, const uint8_t *bytes, size_t n, int copy) {
+  burst_t *burst = ctx;
+  side_t *to = &burst->relay->client;
+  return copy ? batch_add_copy(to, burst->batch, bytes, n)
+              : batch_add(to, burst->batch, bytes, n, NULL);
+}
+
 /* Reports a whole server message to JavaScript. A withheld one (an ErrorResponse) goes into
- * the batch now: as JavaScript returns it (a Buffer), or as it is. Returns -1 when out of
- * memory. */
-static int report_server_message(relay_t *r, batch_t *b, const uint8_t *message, size_t n,
-                                 int withheld) {
+ * the batch now: as JavaScript returns it (a Buffer), or as it is. */
+static int report_server_message(void *ctx, const uint8_t *message, size_t n, int withheld) {
+  burst_t *burst = ctx;
+  relay_t *r = burst->relay;
   napi_handle_scope scope;
   napi_open_handle_scope(r->env, &scope);
   napi_value argv[1] = {buffer_copy(r->env, message, n)};
@@ -540,81 +433,31 @@ static int report_server_message(relay_t *r, batch_t *b, const uint8_t *message,
     void *data;
     size_t len;
     napi_get_buffer_info(r->env, result, &data, &len);
-    status = batch_add_copy(&r->client, b, data, len);
+    status = batch_add_copy(&r->client, burst->batch, data, len);
   } else if (withheld) {
-    status = batch_add_copy(&r->client, b, message, n);
+    status = batch_add_copy(&r->client, burst->batch, message, n);
   }
   napi_close_handle_scope(r->env, scope);
-  return status;
+  return r->stopped ? -1 : status;
 }
 
-static int pass_held_server_message(relay_t *r, batch_t *b) {
-  framer_t *f = &r->from_server;
-  int withheld = f->withholding;
-  f->holding = f->withholding = 0;
-  int status = report_server_message(r, b, f->held.data, f->held.len, withheld);
-  f->held.len = 0;
-  return status;
+static void server_header(void *ctx, uint8_t type) {
+  progress_server_header(&((burst_t *)ctx)->relay->progress, type);
 }
 
-/* A whole server header: starts gathering the message when it is reported. */
-static void start_server_message(framer_t *f) {
-  uint32_t length = read_u32(f->header + 1);
-  size_t body = length < 4 ? 0 : (size_t)length - 4;
-  int reported = f->header[0] == ERROR_RESPONSE || f->header[0] == PARAMETER_STATUS;
-  f->holding = f->withholding = 0;
-  if (reported && body + HEADER_BYTES <= MAX_REPORTED_MESSAGE) {
-    f->held.len = 0;
-    f->holding = bytes_append(&f->held, f->header, HEADER_BYTES) == 0;
-    f->withholding = f->holding && f->header[0] == ERROR_RESPONSE;
-  }
-  f->remaining = body;
+static void server_body(void *ctx, uint8_t first) {
+  progress_server_body(&((burst_t *)ctx)->relay->progress, first);
 }
 
-/* Follows the server's message boundaries through one chunk into the batch for the client,
- * reporting ErrorResponses and ParameterStatus messages. An ErrorResponse, and a header split
- * across chunks, is held back until whole. Returns -1 when out of memory. */
-static int scan_server(relay_t *r, batch_t *b, const uint8_t *chunk, size_t end) {
-  framer_t *f = &r->from_server;
-  size_t pos = 0, run = 0;
-  while (pos < end && !r->stopped) {
-    if (f->remaining > 0) {
-      size_t take = f->remaining < end - pos ? f->remaining : end - pos;
-      progress_server_body(&r->progress, chunk[pos]);
-      if (f->holding && bytes_append(&f->held, chunk + pos, take) < 0) return -1;
-      f->remaining -= take;
-      pos += take;
-      if (f->withholding) run = pos;
-      if (f->remaining == 0 && f->holding && pass_held_server_message(r, b) < 0) return -1;
-      continue;
-    }
-    size_t had = f->header_len;
-    size_t take = HEADER_BYTES - had;
-    if (take > end - pos) take = end - pos;
-    memcpy(f->header + had, chunk + pos, take);
-    f->header_len += take;
-    if (f->header_len < HEADER_BYTES) break; /* held back until the next chunk completes it */
-    f->header_len = 0;
-    progress_server_header(&r->progress, f->header[0]);
-    start_server_message(f);
-    if (f->withholding) {
-      if (forward_run(&r->client, b, chunk, run, pos) < 0) return -1;
-      run = pos + take;
-    } else if (had > 0 && batch_add_copy(&r->client, b, f->header, had) < 0) {
-      return -1;
-    }
-    pos += take;
-    if (f->remaining == 0 && f->holding && pass_held_server_message(r, b) < 0) return -1;
-  }
-  return forward_run(&r->client, b, chunk, run, pos);
-}
+static const server_sink_t from_server = {server_forward, report_server_message, server_header,
+                                          server_body};
 
 /* ---- the event loop side ---- */
 
 /* Idle outside a transaction: every request answered, nothing half sent either way. */
 static int relay_idle(const relay_t *r) {
   return r->progress.outstanding == 0 && r->progress.status == 'I' &&
-         at_boundary(&r->from_client) && at_boundary(&r->from_server);
+         at_boundary(&r->from_client.state) && at_boundary(&r->from_server);
 }
 
 static int relay_read(relay_t *r, side_t *from) {
@@ -629,19 +472,18 @@ static int relay_read(relay_t *r, side_t *from) {
   }
   side_t *to = is_client ? &r->server : &r->client;
   batch_t batch = {.count = 0, .owned_count = 0};
+  burst_t burst = {r, &batch};
+  int status;
   if (is_client) {
-    if (frame_client(r, &batch, read_buffer, (size_t)n) < 0) {
-      batch_release(&batch);
-      if (!r->stopped) report_close(r, "client", "out of memory");
-      return -1;
-    }
+    status = frame_client(&r->from_client, &to_server, &burst, read_buffer, (size_t)n);
   } else {
     r->progress.progress_at = loop_now(r);
-    if (scan_server(r, &batch, read_buffer, (size_t)n) < 0 || r->stopped) {
-      batch_release(&batch);
-      if (!r->stopped) report_close(r, "client", "out of memory");
-      return -1;
-    }
+    status = scan_server(&r->from_server, &from_server, &burst, read_buffer, (size_t)n);
+  }
+  if (status < 0 || r->stopped) {
+    batch_release(&batch);
+    if (!r->stopped) report_close(r, "client", "out of memory");
+    return -1;
   }
   if (batch_flush(to, &batch) < 0) {
     report_close(r, is_client ? "server" : "client", "write failed");
@@ -702,8 +544,8 @@ static void relay_free_if_done(relay_t *r) {
   free_needles(r);
   bytes_free(&r->client.out);
   bytes_free(&r->server.out);
-  bytes_free(&r->from_client.held);
-  bytes_free(&r->from_server.held);
+  framer_free(&r->from_client.state);
+  framer_free(&r->from_server);
   free(r);
 }
 
@@ -856,9 +698,9 @@ static int read_needles(napi_env env, napi_value value, relay_t *r) {
 static int configure(napi_env env, relay_t *r, napi_value options) {
   double max_message = 0;
   napi_get_value_double(env, get_named(env, options, "maxMessageBytes"), &max_message);
-  r->max_message = (size_t)max_message;
-  memset(r->intercept, 0, sizeof r->intercept);
-  fill_types(env, get_named(env, options, "interceptTypes"), r->intercept);
+  r->from_client.max_message = (size_t)max_message;
+  memset(r->from_client.intercept, 0, sizeof r->from_client.intercept);
+  fill_types(env, get_named(env, options, "interceptTypes"), r->from_client.intercept);
   free_needles(r);
   r->needles = NULL;
   r->needle_count = 0;
@@ -930,7 +772,7 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   r->progress.outstanding = outstanding > 0 ? (uint32_t)outstanding : 0;
   r->progress.status = 'I';
   r->progress.progress_at = uv_now(loop);
-  fill_types(env, get_named(env, argv[2], "frontendTypes"), r->valid);
+  fill_types(env, get_named(env, argv[2], "frontendTypes"), r->from_client.valid);
   if (configure(env, r, argv[2]) < 0 || init_side(r, &r->client, loop, client_fd) < 0) {
     if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
     free_needles(r);
@@ -1059,7 +901,9 @@ NAPI_MODULE_INIT() {
   static const named_function_t functions[] = {{"relay", js_relay},
                                                {"createQueryCache", js_create_query_cache},
                                                {"queryCacheStats", js_query_cache_stats},
-                                               {"normaliseQuery", js_normalise_query}};
+                                               {"normaliseQuery", js_normalise_query},
+                                               {"setKeepalive", js_set_keepalive},
+                                               {"releaseFreeMemory", js_release_free_memory}};
   define_functions(env, exports, functions, sizeof functions / sizeof *functions);
   return exports;
 }

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module'
 import type net from 'node:net'
 import type { CommentKeys } from '../rewrite/normalise.js'
+import { returnReadBuffer } from '../wire/read-buffer-pool.js'
 import type { RequestProgress } from './request-progress.js'
 
 /** What is left when a native relay stops: bytes not yet written, and where the server stands. */
@@ -78,12 +79,18 @@ interface NativeRelayModule {
   queryCacheStats(cache: NativeQueryCache): { hits: number; misses: number }
   /** The relay's normalisation of a Query text, or null when it leaves the text to onMessage. */
   normaliseQuery(text: Buffer, keys: CommentKeys): { key: Buffer; values: Buffer[] } | null
+  /** Gives the C heap's free pages back to the system (glibc's malloc_trim). */
+  releaseFreeMemory(): void
 }
 
-/** The compiled relay (src/native/relay.c), or null when it was not built. */
+/**
+ * The compiled relay (src/native/relay.c), or null when it was not built. PGFENCE_NATIVE_ADDON
+ * names another build of it (CI's sanitizer build, .ci/native-checks).
+ */
 export const nativeRelayModule: NativeRelayModule | null = (() => {
   try {
-    return createRequire(import.meta.url)('../../build/Release/pgfence_relay.node')
+    const path = process.env.PGFENCE_NATIVE_ADDON || '../../build/Release/pgfence_relay.node'
+    return createRequire(import.meta.url)(path)
   } catch {
     return null
   }
@@ -98,7 +105,8 @@ interface SocketHandle {
 
 /**
  * Stops a socket's reads at the handle for good, whatever way it delivers its bytes: the stream
- * machinery would otherwise start reading again on its own (to refill its buffer).
+ * machinery would otherwise start reading again on its own (to refill its buffer). Its read
+ * buffer, if it has one of the pool's, goes back (the caller holds nothing read into it).
  */
 export function stopReading(socket: net.Socket): void {
   socket.pause()
@@ -107,6 +115,7 @@ export function stopReading(socket: net.Socket): void {
   handle.reading = false
   handle.readStop()
   handle.readStart = () => 0
+  returnReadBuffer(socket)
 }
 
 /**

@@ -23,6 +23,7 @@ import { ProxyMetrics } from '../admin/metrics.js'
 import { startAdminHttp, type AdminHttpServer } from '../admin/http-server.js'
 import { CONSOLE_DATABASE, openConsole } from '../admin/console-session.js'
 import { upstreamAccepts } from '../server/upstream-probe.js'
+import { ChurnCollector } from './churn-collector.js'
 
 export interface ProxyOptions extends SettingsOptions {
   logger?: Logger
@@ -87,6 +88,7 @@ export async function startProxy(
   const live = await LiveConfig.create(config, nativeRelay, logger, options)
   const registry = new SessionRegistry()
   const { connections } = registry
+  const churn = new ChurnCollector()
   let nextId = 0
   let draining = false
   const metrics = new ProxyMetrics(
@@ -172,6 +174,7 @@ export async function startProxy(
       void session.closed.then(() => {
         clearTimeout(startupTimer)
         login?.done()
+        churn.sessionClosed()
       })
       registry.add(session, {
         id: connectionId(log),

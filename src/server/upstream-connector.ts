@@ -5,6 +5,7 @@ import type { Config, TcpKeepaliveConfig } from '../config/schema.js'
 import { PgError } from '../wire/error-response.js'
 import { SSL_REQUEST_CODE } from '../wire/protocol.js'
 import { encodeRequestCode } from '../wire/startup-packet.js'
+import { ReadBufferPool } from '../wire/read-buffer-pool.js'
 import { applyKeepalive } from './tcp-keepalive.js'
 
 type UpstreamConfig = Config['upstream']
@@ -18,8 +19,8 @@ export type UpstreamSocket = net.Socket | tls.TLSSocket
  */
 export type ServerBytesHandler = (chunk: Buffer) => boolean
 
-/** One read buffer per plain-TCP upstream connection, reused for every read. */
-const READ_BUFFER_BYTES = 64 * 1024
+/** One read buffer per plain-TCP upstream connection, reused for every read (from a pool). */
+const readBuffers = new ReadBufferPool(64 * 1024, 16)
 
 export const unreachable = (upstream: UpstreamConfig, reason: string): PgError =>
   new PgError(
@@ -42,11 +43,12 @@ export function connectTcp(
 ): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
     const onread = onBytes && {
-      buffer: Buffer.allocUnsafe(READ_BUFFER_BYTES),
+      buffer: readBuffers.take(),
       callback: (length: number, buffer: Uint8Array) =>
         onBytes(Buffer.from(buffer.buffer, buffer.byteOffset, length)),
     }
     const socket = net.connect({ host: upstream.host, port: upstream.port, noDelay: true, onread })
+    if (onread) readBuffers.lend(socket, onread.buffer)
     const settle = (error?: PgError) => {
       clearTimeout(timer)
       deadline?.removeEventListener('abort', onDeadline)
