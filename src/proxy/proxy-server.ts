@@ -8,7 +8,7 @@ import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 import { runStartupHandshake } from '../client/startup-handshake.js'
 import { acceptClients, type ClientConnection } from '../client/client-connection.js'
 import { connectUpstream } from '../server/upstream-connector.js'
-import { cancelBackend, forwardCancel } from '../server/cancel-forwarder.js'
+import { cancelBackend, forwardCancel, type BackendKey } from '../server/cancel-forwarder.js'
 import { applyKeepalive } from '../server/tcp-keepalive.js'
 import { UpstreamLogin } from '../server/upstream-login.js'
 import { PgError } from '../wire/error-response.js'
@@ -18,6 +18,8 @@ import { createNativeQueryCache } from './native-query-cache.js'
 import { nativeRelayModule } from './native-relay.js'
 import { watchSessionTimeouts } from './session-timeouts.js'
 import { TableNameChecks } from './table-name-checks.js'
+import { createPooling } from './pooling.js'
+import { lendServer, startPooledClient } from './pooled-startup.js'
 
 export interface ProxyOptions {
   logger?: Logger
@@ -81,6 +83,8 @@ export async function startProxy(
   const sessions = new Set<ProxySession>()
   let nextId = 0
 
+  const pooling = createPooling(config, logger)
+
   async function serve(accepted: ClientConnection, log: Logger): Promise<void> {
     const raw = accepted.socket
     const startupTimer = setTimeout(() => {
@@ -98,7 +102,8 @@ export async function startProxy(
       if (handshake.kind === 'cancel') {
         clearTimeout(startupTimer)
         raw.destroy()
-        return forwardCancel(config.upstream, handshake.bytes)
+        const request = pooling ? pooling.cancelKeys.translate(handshake.bytes) : handshake.bytes
+        return request ? forwardCancel(config.upstream, request) : undefined
       }
       if (connections.size > config.limits.maxClientConnections) {
         throw new PgError('53300', 'sorry, too many clients already')
@@ -107,6 +112,26 @@ export async function startProxy(
       const database = params.get('database') ?? params.get('user') ?? ''
       const sessionLog = log.child({ user: params.get('user'), database })
       const names = params.has('replication') ? null : nameChecks
+      const sessionOptions = {
+        maxMessageBytes: config.limits.maxMessageBytes,
+        rewriter,
+        logger: sessionLog,
+        nativeRelay,
+        queryCache,
+        cancelBackend: (key: BackendKey) => cancelBackend(config.upstream, key),
+      }
+      if (pooling) {
+        const pooled = await startPooledClient(handshake.connection, params, pooling)
+        const session = new ProxySession(handshake.connection, pooled.server.socket, {
+          ...sessionOptions,
+          onReady: () => clearTimeout(startupTimer),
+          keepChannelBinding: false,
+          loginDeadline: new AbortController().signal,
+          pooled: lendServer(pooled, pooling),
+        })
+        track(session)
+        return session.startPooled(pooled.leftover)
+      }
       // The server speaks only after the startup packet, which the session sends.
       const relay: { session?: ProxySession } = {}
       login = new UpstreamLogin(config.upstream)
@@ -136,18 +161,22 @@ export async function startProxy(
         loginDeadline: login.deadline,
         cancelBackend: (key) => cancelBackend(config.upstream, key),
       }))
-      sessions.add(session)
-      session.closed.then(() => {
-        clearTimeout(startupTimer)
-        login?.done()
-        sessions.delete(session)
-      })
+      track(session)
       session.start(handshake.packet.bytes, handshake.leftover)
       sessionLog.debug('session started')
     } catch (err) {
       clearTimeout(startupTimer)
       login?.done()
       refuse(client, err, log)
+    }
+
+    function track(session: ProxySession): void {
+      sessions.add(session)
+      session.closed.then(() => {
+        clearTimeout(startupTimer)
+        login?.done()
+        sessions.delete(session)
+      })
     }
   }
 
@@ -180,9 +209,10 @@ export async function startProxy(
     port: address.port,
     connectionCount: () => connections.size,
     nativeSessionCount: () => [...sessions].filter((session) => session.relayedNatively).length,
-    close: () => {
+    close: async () => {
       stopTimeouts()
-      return drain(server, connections, sessions, config.limits.shutdownTimeoutMs, logger)
+      await drain(server, connections, sessions, config.limits.shutdownTimeoutMs, logger)
+      pooling?.pools.close()
     },
   }
 }
