@@ -1,40 +1,23 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import net from 'node:net'
 import pg from 'pg'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { createTestDatabase, adminQuery, type TestDatabase } from '../support/database.js'
 import { startTestProxy, type TestProxy } from '../support/proxy.js'
 import { pgBin, runCommand } from '../e2e/support/commands.js'
+import { sendCancelRequest } from '../e2e/support/wire.js'
+import { backendsOf, POOL_PASSWORD, writeUserlist } from './support.js'
 
 const POOL_SIZE = 4
 let db: TestDatabase
 let proxy: TestProxy
 
-/** A userlist with the superuser (trust upstream) in plaintext. */
-function userlist(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'pgfence-userlist-'))
-  const file = join(dir, 'userlist.txt')
-  writeFileSync(file, '; test users\n"postgres" "pool-secret"\n')
-  return file
-}
-
-const url = (password = 'pool-secret') => proxy.url('postgres', db.name, password)
-
-async function backendsOf(database: string): Promise<number> {
-  const { rows } = await adminQuery(
-    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = '${database}' AND backend_type = 'client backend'`,
-  )
-  return rows[0].n
-}
+const url = (password = POOL_PASSWORD) => proxy.url('postgres', db.name, password)
 
 beforeAll(async () => {
   db = await createTestDatabase('pool_session')
   proxy = await startTestProxy({
     pool: { mode: 'session', size: POOL_SIZE },
-    auth: { file: userlist() },
+    auth: { file: writeUserlist() },
   })
 })
 
@@ -130,7 +113,7 @@ describe('session pooling', () => {
         '-c',
         "SELECT coalesce(nullif(current_setting('app.fencing_token', true), ''), 'none')",
       ],
-      { env: { PGPASSWORD: 'pool-secret' } },
+      { env: { PGPASSWORD: POOL_PASSWORD } },
     )
     expect(psql).toMatchObject({ code: 0, stdout: 'none\n' })
   })
@@ -140,7 +123,8 @@ describe('session pooling', () => {
     await client.connect()
     const sleeping = client.query('SELECT pg_sleep(30)')
     await expect.poll(() => backendsSleeping(db.name), { timeout: 5000 }).toBe(1)
-    await sendCancel(client)
+    const { processID, secretKey } = client as unknown as { processID: number; secretKey: number }
+    await sendCancelRequest(proxy.port, processID, secretKey)
     await expect(sleeping).rejects.toMatchObject({ code: '57014' })
     await client.end()
   })
@@ -151,16 +135,4 @@ async function backendsSleeping(database: string): Promise<number> {
     `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = '${database}' AND query = 'SELECT pg_sleep(30)' AND state = 'active'`,
   )
   return rows[0].n
-}
-
-/** A CancelRequest with the BackendKeyData the client was given, as libpq sends it. */
-async function sendCancel(client: pg.Client): Promise<void> {
-  const { processID, secretKey } = client as unknown as { processID: number; secretKey: number }
-  const request = Buffer.alloc(16)
-  request.writeUInt32BE(16, 0)
-  request.writeUInt32BE(80877102, 4)
-  request.writeInt32BE(processID, 8)
-  request.writeInt32BE(secretKey, 12)
-  const socket = net.connect(proxy.port, proxy.host)
-  await new Promise<void>((resolve) => socket.end(request, resolve))
 }
