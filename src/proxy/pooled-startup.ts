@@ -66,9 +66,15 @@ export async function startPooledClient(
       void pool.release(server, async () => true)
       throw new Error('client left while waiting for a server connection')
     }
-    await applySettings(pool, server, settings, context.resetTimeoutMs)
     const cancelKey = context.cancelKeys.issue(() => server.backendKey)
-    socket.write(welcome(server, cancelKey))
+    // Greeted first: the settings' round trip to the server overlaps the client's next one.
+    socket.write(welcome(server.parameters, settings, cancelKey))
+    try {
+      await applySettings(pool, server, settings, context.resetTimeoutMs)
+    } catch (err) {
+      context.cancelKeys.forget(cancelKey)
+      throw err
+    }
     return { pool, server, cancelKey, leftover: queue.leftover }
   } finally {
     socket.off('close', onClose)
@@ -91,8 +97,16 @@ async function applySettings(
   }
 }
 
-function welcome(server: ServerConnection, cancelKey: Buffer): Buffer {
-  const parts = [...server.parameters].map(([name, value]) => parameterStatus(name, value))
+/** The server's ParameterStatus set as it will be once the client's settings are applied. */
+function welcome(
+  parameters: Map<string, string>,
+  settings: [string, string][],
+  cancelKey: Buffer,
+): Buffer {
+  const asked = new Map(settings.map(([name, value]) => [name.toLowerCase(), value]))
+  const parts = [...parameters].map(([name, value]) =>
+    parameterStatus(name, asked.get(name.toLowerCase()) ?? value),
+  )
   return Buffer.concat([...parts, backendKeyData(cancelKey), readyForQuery('I')])
 }
 
