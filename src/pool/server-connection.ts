@@ -15,6 +15,7 @@ import { Backend } from '../wire/protocol.js'
 /** Server messages pgfence reads while it drives a connection itself are small. */
 const MAX_DRIVEN_MESSAGE = 1024 * 1024
 const COMMAND_COMPLETE = 0x43
+const DATA_ROW = 0x44
 const SYNC = typedMessage('S')
 const DISCARD_ALL = query('DISCARD ALL')
 const ROLLBACK_AND_DISCARD = Buffer.concat([query('ROLLBACK'), DISCARD_ALL])
@@ -30,6 +31,10 @@ export class ServerConnection {
   idleSince = 0
   parameters = new Map<string, string>()
   backendKey: Buffer = Buffer.alloc(8)
+  /** Transaction mode: the session settings pgfence applied here (empty: the defaults). */
+  settings = new Map<string, string>()
+  /** Transaction mode: the Parse message each named statement here was made from. */
+  readonly prepared = new Map<string, Buffer>()
   private receiver: ServerBytesHandler
   private queue = new MessageQueue(typedMessageLength(MAX_DRIVEN_MESSAGE))
 
@@ -96,6 +101,22 @@ export class ServerConnection {
     }
   }
 
+  /** Runs a simple Query and returns the text values of its rows. */
+  async rows(text: string): Promise<(string | null)[][]> {
+    this.socket.write(query(text))
+    const rows: (string | null)[][] = []
+    let failure: PgError | null = null
+    for (;;) {
+      const message = await this.queue.next()
+      if (message[0] === DATA_ROW) rows.push(decodeDataRow(message))
+      else if (message[0] === Backend.ErrorResponse) failure ??= serverError(message)
+      else if (message[0] === Backend.ReadyForQuery) {
+        if (failure) throw failure
+        return rows
+      }
+    }
+  }
+
   /**
    * DISCARD ALL, so that nothing of one client reaches the next; a transaction the client left
    * open is rolled back first. Output of work the client left in flight is skipped. Resolves
@@ -120,6 +141,8 @@ export class ServerConnection {
             this.socket.write(ROLLBACK_AND_DISCARD)
           }
         } else if (type === Backend.ReadyForQuery && discarded) {
+          this.settings.clear()
+          this.prepared.clear()
           return message[5] === 0x49 // 'I'
         }
       }
@@ -147,4 +170,16 @@ export class ServerConnection {
     const { name, value } = decodeParameterStatus(message)
     this.parameters.set(name, value)
   }
+}
+
+function decodeDataRow(message: Buffer): (string | null)[] {
+  const values: (string | null)[] = []
+  let pos = 7
+  for (let i = message.readUInt16BE(5); i > 0; i--) {
+    const length = message.readInt32BE(pos)
+    pos += 4
+    values.push(length < 0 ? null : message.toString('utf8', pos, pos + length))
+    pos += Math.max(length, 0)
+  }
+  return values
 }

@@ -25,7 +25,12 @@ export interface PoolingContext {
 
 export interface PooledClient {
   pool: Pool
+  /** The server connection lent (for the session in session mode; given back in transaction mode). */
   server: ServerConnection
+  /** What the client holds now, for its cancel requests. */
+  held: { server: ServerConnection | null }
+  /** The client's startup settings. */
+  settings: [string, string][]
   /** The client's own BackendKeyData (forget it when the client leaves). */
   cancelKey: Buffer
   /** The client's bytes received after its last authentication message. */
@@ -41,6 +46,8 @@ export async function startPooledClient(
   connection: ClientConnection,
   params: Map<string, string>,
   context: PoolingContext,
+  /** Session mode keeps the connection (settings applied); transaction mode gives it back. */
+  keepServer: boolean,
 ): Promise<PooledClient> {
   const user = params.get('user')!
   const database = params.get('database') || user
@@ -66,16 +73,22 @@ export async function startPooledClient(
       void pool.release(server, async () => true)
       throw new Error('client left while waiting for a server connection')
     }
-    const cancelKey = context.cancelKeys.issue(() => server.backendKey)
+    const held = { server: keepServer ? server : null }
+    const cancelKey = context.cancelKeys.issue(() => held.server?.backendKey ?? null)
     // Greeted first: the settings' round trip to the server overlaps the client's next one.
     socket.write(welcome(server.parameters, settings, cancelKey))
+    const pooled = { pool, server, held, settings, cancelKey, leftover: queue.leftover }
+    if (!keepServer) {
+      void pool.release(server, async () => true)
+      return pooled
+    }
     try {
       await applySettings(pool, server, settings, context.resetTimeoutMs)
     } catch (err) {
       context.cancelKeys.forget(cancelKey)
       throw err
     }
-    return { pool, server, cancelKey, leftover: queue.leftover }
+    return pooled
   } finally {
     socket.off('close', onClose)
   }

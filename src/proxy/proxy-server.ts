@@ -20,6 +20,7 @@ import { watchSessionTimeouts } from './session-timeouts.js'
 import { TableNameChecks } from './table-name-checks.js'
 import { createPooling } from './pooling.js'
 import { lendServer, startPooledClient } from './pooled-startup.js'
+import { startTransactionSession, type TransactionSession } from './transaction-session.js'
 
 export interface ProxyOptions {
   logger?: Logger
@@ -80,7 +81,7 @@ export async function startProxy(
   const nameChecks =
     options.rewriter === undefined && rewriter ? new TableNameChecks(config.fencing, logger) : null
   const connections = new Set<net.Socket>()
-  const sessions = new Set<ProxySession>()
+  const sessions = new Set<ProxySession | TransactionSession>()
   let nextId = 0
 
   const pooling = createPooling(config, logger)
@@ -120,8 +121,16 @@ export async function startProxy(
         queryCache,
         cancelBackend: (key: BackendKey) => cancelBackend(config.upstream, key),
       }
+      if (pooling && config.pool.mode === 'transaction') {
+        const pooled = await startPooledClient(handshake.connection, params, pooling, false)
+        const session = startTransactionSession(handshake.connection, pooled, pooling, config, {
+          ...sessionOptions,
+          logger: sessionLog,
+        })
+        return track(session)
+      }
       if (pooling) {
-        const pooled = await startPooledClient(handshake.connection, params, pooling)
+        const pooled = await startPooledClient(handshake.connection, params, pooling, true)
         const session = new ProxySession(handshake.connection, pooled.server.socket, {
           ...sessionOptions,
           onReady: () => clearTimeout(startupTimer),
@@ -170,7 +179,7 @@ export async function startProxy(
       refuse(client, err, log)
     }
 
-    function track(session: ProxySession): void {
+    function track(session: ProxySession | TransactionSession): void {
       sessions.add(session)
       session.closed.then(() => {
         clearTimeout(startupTimer)
@@ -208,7 +217,9 @@ export async function startProxy(
     host: config.listen.host,
     port: address.port,
     connectionCount: () => connections.size,
-    nativeSessionCount: () => [...sessions].filter((session) => session.relayedNatively).length,
+    nativeSessionCount: () =>
+      [...sessions].filter((session) => 'relayedNatively' in session && session.relayedNatively)
+        .length,
     close: async () => {
       stopTimeouts()
       await drain(server, connections, sessions, config.limits.shutdownTimeoutMs, logger)
@@ -232,7 +243,7 @@ function refuse(client: net.Socket, err: unknown, log: Logger): void {
 async function drain(
   server: net.Server,
   connections: Set<net.Socket>,
-  sessions: Set<ProxySession>,
+  sessions: Set<ProxySession | TransactionSession>,
   timeoutMs: number,
   logger: Logger,
 ): Promise<void> {
