@@ -47,6 +47,7 @@ export class Pool {
     this.credentials = credentials
   }
 
+  /** Server connections lent and idle, and clients waiting: what sizing a pool needs. */
   stats() {
     const idle = this.idle.length
     return { active: this.count - idle, idle, waiting: this.waiters.length }
@@ -62,6 +63,7 @@ export class Pool {
         reject,
         timer: setTimeout(() => {
           this.waiters.splice(this.waiters.indexOf(waiter), 1)
+          this.log.warn(this.stats(), 'a client gave up waiting for a server connection')
           reject(waitTimeout(this.config.waitTimeoutMs))
         }, this.config.waitTimeoutMs),
       }

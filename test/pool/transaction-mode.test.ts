@@ -2,9 +2,10 @@ import pg from 'pg'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { fencingConfig, installFencing, invoicesSql } from '../fence/support.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { adminQuery, createTestDatabase, type TestDatabase } from '../support/database.js'
 import { startTestProxy, type TestProxy } from '../support/proxy.js'
 import { pgBin, runCommand } from '../e2e/support/commands.js'
+import { sendCancelRequest } from '../e2e/support/wire.js'
 import { backendsOf, POOL_PASSWORD, writeUserlist } from './support.js'
 
 const POOL_SIZE = 4
@@ -176,6 +177,27 @@ describe('transaction pooling', () => {
     )
     expect(bench.stderr).toBe('')
     expect(bench.stdout).toMatch(/number of failed transactions: 0 /)
+  })
+
+  test('a cancel request reaches the backend running the client transaction', async () => {
+    const client = await connect()
+    const sleeping = client.query('SELECT pg_sleep(30)')
+    await expect
+      .poll(
+        async () =>
+          (
+            await adminQuery(
+              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = '${db.name}' AND query = 'SELECT pg_sleep(30)' AND state = 'active'`,
+            )
+          ).rows[0].n,
+        { timeout: 5000 },
+      )
+      .toBe(1)
+    const { processID, secretKey } = client as unknown as { processID: number; secretKey: number }
+    await sendCancelRequest(proxy.port, processID, secretKey)
+    await expect(sleeping).rejects.toMatchObject({ code: '57014' })
+    expect((await client.query('SELECT 2 AS two')).rows[0].two).toBe(2)
+    await client.end()
   })
 
   test('a wrong password is refused by pgfence with 28P01', async () => {
