@@ -31,12 +31,14 @@ ensure_pgbouncer() {
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
 }
 
-# PgBouncer in session mode on $1, forwarding database $2 to the local PostgreSQL.
-# It refuses to run as root, so as root it runs as the postgres user.
+# PgBouncer on $1, forwarding database $2 to the local PostgreSQL, in pool mode $3 (session) with
+# auth_type $4 (trust; else BENCH_PASSWORD from its userlist). It refuses to run as root, so as
+# root it runs as the postgres user.
 start_pgbouncer() {
-  local port=$1 db=$2 dir="$WORK_DIR/pgbouncer"
+  local port=$1 db=$2 mode=${3:-session} auth=${4:-trust}
+  local dir="$WORK_DIR/pgbouncer-$mode-$auth"
   mkdir -p "$dir"
-  printf '"%s" ""\n' "$BENCH_USER" >"$dir/userlist.txt"
+  printf '"%s" "%s"\n' "$BENCH_USER" "$BENCH_PASSWORD" >"$dir/userlist.txt"
   cat >"$dir/pgbouncer.ini" <<INI
 [databases]
 $db = host=$PG_HOST port=$PG_PORT dbname=$db
@@ -45,9 +47,9 @@ $db = host=$PG_HOST port=$PG_PORT dbname=$db
 listen_addr = 127.0.0.1
 listen_port = $port
 unix_socket_dir =
-auth_type = trust
+auth_type = $auth
 auth_file = $dir/userlist.txt
-pool_mode = session
+pool_mode = $mode
 max_client_conn = 100
 default_pool_size = 20
 ignore_startup_parameters = extra_float_digits
@@ -68,15 +70,19 @@ INI
   }
 }
 
-# pgfence on $1 in front of the local PostgreSQL, fencing the tables in $2 (a YAML flow list).
+# pgfence on $1 in front of the local PostgreSQL, fencing the tables in $2 (a YAML flow list),
+# pooling in mode $4 (none) with the same userlist as PgBouncer's.
 start_pgfence() {
-  local port=$1 tables=$2 name=$3
+  local port=$1 tables=$2 name=$3 mode=${4:-none}
   local config="$WORK_DIR/$name.yaml"
+  printf '"%s" "%s"\n' "$BENCH_USER" "$BENCH_PASSWORD" >"$WORK_DIR/$name-userlist.txt"
   cat >"$config" <<YAML
 listen: { host: 127.0.0.1, port: $port }
 upstream: { host: $PG_HOST, port: $PG_PORT, tls: disable }
 log: { level: warn }
 fencing: { tables: $tables }
+pool: { mode: $mode, size: 20 }
+auth: { file: $WORK_DIR/$name-userlist.txt }
 YAML
   node dist/cli/main.js start --config "$config" >"$WORK_DIR/$name.log" 2>&1 &
   STARTED_PIDS+=($!)

@@ -27,6 +27,9 @@ BENCH_SCALE=${BENCH_SCALE:-10}
 BENCH_DB=${BENCH_DB:-pgfence_bench}
 BENCH_FENCED_DB=${BENCH_DB}_fenced
 BENCH_USER=${BENCH_USER:-postgres}
+# Pooled targets authenticate clients with SCRAM from a userlist; PostgreSQL itself may trust.
+BENCH_PASSWORD=${BENCH_PASSWORD:-bench-secret}
+export PGPASSWORD=$BENCH_PASSWORD
 PG_HOST=127.0.0.1
 PG_PORT=${BENCH_PG_PORT:-5432}
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
@@ -91,6 +94,22 @@ run_passthrough() {
   done
 }
 
+# Pooled targets: PgBouncer and pgfence in session mode, both authenticating clients with SCRAM;
+# -C opens a new connection per transaction.
+run_pooled() {
+  local round mode
+  for round in $(seq 1 "$BENCH_ROUNDS"); do
+    log "==> pooled round $round/$BENCH_ROUNDS (${BENCH_WARMUP}s warm-up + ${BENCH_SECONDS}s each)"
+    for mode in simple extended prepared; do
+      measure pooled "$mode" pgbouncer "$PGBOUNCER_POOLED_PORT" -S -M "$mode"
+      measure pooled "$mode" pgfence "$PGFENCE_POOLED_PORT" -S -M "$mode"
+    done
+    measure pooled "simple -C" direct "$PG_PORT" -S -C -M simple
+    measure pooled "simple -C" pgbouncer "$PGBOUNCER_POOLED_PORT" -S -C -M simple
+    measure pooled "simple -C" pgfence "$PGFENCE_POOLED_PORT" -S -C -M simple
+  done
+}
+
 # Every write measurement starts from the same table state: dead rows vacuumed (the server may
 # run without autovacuum) and a fresh checkpoint (the first write to each page after one logs the
 # whole page, so TPS climbs until the pages are written once; the warm-up absorbs that climb).
@@ -150,15 +169,27 @@ main() {
   log "==> pgfence (no fenced tables) on 127.0.0.1:$PGFENCE_PORT"
   start_pgfence "$PGFENCE_PORT" '[]' pgfence-passthrough || PGFENCE_PORT=
 
+  PGBOUNCER_POOLED_PORT=$(free_port)
+  log "==> pgbouncer (session mode, SCRAM) on 127.0.0.1:$PGBOUNCER_POOLED_PORT"
+  start_pgbouncer "$PGBOUNCER_POOLED_PORT" "$BENCH_DB" session scram-sha-256
+
+  PGFENCE_POOLED_PORT=$(free_port)
+  log "==> pgfence (session pooling, SCRAM) on 127.0.0.1:$PGFENCE_POOLED_PORT"
+  start_pgfence "$PGFENCE_POOLED_PORT" '[]' pgfence-pooled session || PGFENCE_POOLED_PORT=
+
   PGFENCE_FENCED_PORT=
   if [[ $BENCH_FENCED == 1 ]]; then start_fenced_pgfence; fi
 
   run_passthrough
+  run_pooled
   if [[ $BENCH_FENCED == 1 ]]; then run_fenced_writes; fi
 
   printf '\npgbench -S, %s clients, %s x %ss after %ss warm-up, median TPS\n' \
     "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"
   summarize passthrough 'direct pgbouncer pgfence' 'pgfence/pgbouncer pgfence/direct'
+  printf '\npgbench -S through session pools (SCRAM clients; -C: a connection per transaction), %s clients, median TPS\n' \
+    "$BENCH_CLIENTS"
+  summarize pooled 'direct pgbouncer pgfence' 'pgfence/pgbouncer'
   if [[ $BENCH_FENCED == 1 ]]; then
     printf '\nUPDATE pgbench_accounts (token by SET or comment), %s clients, %s x %ss after %ss warm-up, median TPS\n' \
       "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"

@@ -114,26 +114,58 @@ const admin = z.strictObject({
   users: z.array(z.string().min(1)).default([]),
 })
 
-export const configSchema = z.strictObject({
-  listen: listen.default(listen.parse({})),
-  upstream: upstream.default(upstream.parse({})),
-  tls: clientTls.optional(),
-  limits: limits.default(limits.parse({})),
-  tcpKeepalive: tcpKeepalive.default(tcpKeepalive.parse({})),
-  log: log.default(log.parse({})),
-  fencing: fencing.default(fencing.parse({})),
-  /**
-   * native: plain-TCP sessions are relayed by the compiled relay once authenticated (when it was
-   * built at install); node: every byte goes through JavaScript.
-   */
-  relay: z.enum(['native', 'node']).default('native'),
-  /** Absent: no HTTP endpoint and no admin console. */
-  admin: admin.optional(),
+/** Server connections shared by clients (src/pool): none keeps one per client. */
+const pool = z.strictObject({
+  mode: z.enum(['none', 'session', 'transaction']).default('none'),
+  size: z.number().int().positive().default(20),
+  minIdle: z.number().int().nonnegative().default(0),
+  idleTimeoutMs: z.number().int().positive().default(600000),
+  maxLifetimeMs: z.number().int().positive().default(3600000),
+  waitTimeoutMs: z.number().int().positive().default(10000),
 })
+
+/** Client authentication by pgfence, when it pools (src/auth). */
+const auth = z.strictObject({
+  file: z.string().min(1).optional(),
+  query: z.string().min(1).optional(),
+  user: z.string().min(1).optional(),
+})
+
+export const configSchema = z
+  .strictObject({
+    listen: listen.default(listen.parse({})),
+    upstream: upstream.default(upstream.parse({})),
+    tls: clientTls.optional(),
+    limits: limits.default(limits.parse({})),
+    tcpKeepalive: tcpKeepalive.default(tcpKeepalive.parse({})),
+    log: log.default(log.parse({})),
+    fencing: fencing.default(fencing.parse({})),
+    /**
+     * native: plain-TCP sessions are relayed by the compiled relay once authenticated (when it was
+     * built at install); node: every byte goes through JavaScript.
+     */
+    relay: z.enum(['native', 'node']).default('native'),
+    pool: pool.default(pool.parse({})),
+    auth: auth.default({}),
+    /** Absent: no HTTP endpoint and no admin console. */
+    admin: admin.optional(),
+  })
+  .superRefine((value, ctx) => {
+    const issue = (path: string[], message: string) =>
+      ctx.addIssue({ code: 'custom', path, message })
+    if (value.pool.minIdle > value.pool.size)
+      issue(['pool', 'minIdle'], 'must not exceed pool.size')
+    if (value.auth.query && !value.auth.user)
+      issue(['auth', 'user'], 'auth.query runs as auth.user')
+    if (value.pool.mode !== 'none' && !value.auth.file && !value.auth.query)
+      issue(['auth'], `pool.mode ${value.pool.mode} needs auth.file or auth.query`)
+  })
 
 export type Config = z.infer<typeof configSchema>
 export type TcpKeepaliveConfig = z.infer<typeof tcpKeepalive>
 export type FencedTableConfig = z.infer<typeof fencedTable>
 export type AdminConfig = z.infer<typeof admin>
 export type FencingConfig = z.infer<typeof fencing>
+export type PoolConfig = z.infer<typeof pool>
+export type AuthConfig = z.infer<typeof auth>
 export type ResourceRuleConfig = z.infer<typeof resourceRule>

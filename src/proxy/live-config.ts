@@ -10,7 +10,7 @@ import {
   type SettingsHolder,
   type SettingsOptions,
 } from './live-settings.js'
-import type { ProxySession } from './session.js'
+import type { RegisteredSession } from './session-registry.js'
 
 /**
  * The config in force and the session settings made from it, replaced whole by a reload (SIGHUP,
@@ -48,7 +48,7 @@ export class LiveConfig {
    * file is refused (logged, and thrown) and the running config stays; keys read only at start
    * keep their value and are logged.
    */
-  async reload(sessions: Iterable<ProxySession>): Promise<void> {
+  async reload(sessions: Iterable<RegisteredSession>): Promise<void> {
     if (!this.configFile) throw new Error('pgfence was started without a config file')
     let loaded: Config
     try {

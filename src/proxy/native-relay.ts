@@ -128,3 +128,15 @@ export function plainDescriptor(socket: net.Socket): number | null {
   if (typeof fd !== 'number' || fd < 0) return null
   return socket.writableLength === 0 && socket.readableLength === 0 ? fd : null
 }
+
+/** Undoes stopReading, for a socket that outlives its session (a pooled server connection). */
+export function resumeReading(socket: net.Socket): void {
+  const handle = (socket as unknown as { _handle?: SocketHandle })._handle
+  if (handle && Object.hasOwn(handle, 'readStart')) delete handle.readStart
+  socket.resume()
+  // The stream may believe a read is still pending and never ask the handle again.
+  if (handle?.readStart && !handle.reading) {
+    handle.reading = true
+    handle.readStart()
+  }
+}

@@ -16,7 +16,7 @@ import { nativeRelayModule } from './native-relay.js'
 import { watchSessionTimeouts } from './session-timeouts.js'
 import { settingsForDatabase, type SettingsOptions } from './live-settings.js'
 import { LiveConfig } from './live-config.js'
-import { SessionRegistry } from './session-registry.js'
+import { SessionRegistry, type RegisteredSession } from './session-registry.js'
 import { consoleCommands } from './admin-view.js'
 import { listenAll, type Listeners } from './listeners.js'
 import { ProxyMetrics } from '../admin/metrics.js'
@@ -24,6 +24,9 @@ import { startAdminHttp, type AdminHttpServer } from '../admin/http-server.js'
 import { CONSOLE_DATABASE, openConsole } from '../admin/console-session.js'
 import { upstreamAccepts } from '../server/upstream-probe.js'
 import { ChurnCollector } from './churn-collector.js'
+import { createPooling } from './pooling.js'
+import { lendServer, startPooledClient } from './pooled-startup.js'
+import { startTransactionSession } from './transaction-session.js'
 
 export interface ProxyOptions extends SettingsOptions {
   logger?: Logger
@@ -103,6 +106,8 @@ export async function startProxy(
   )
   const commands = consoleCommands(registry, live, metrics)
 
+  const pooling = createPooling(config, logger)
+
   async function serve(accepted: ClientConnection, log: Logger): Promise<void> {
     const raw = accepted.socket
     const startupTimer = setTimeout(() => {
@@ -122,7 +127,8 @@ export async function startProxy(
       if (handshake.kind === 'cancel') {
         clearTimeout(startupTimer)
         raw.destroy()
-        return forwardCancel(config.upstream, handshake.bytes)
+        const request = pooling ? pooling.cancelKeys.translate(handshake.bytes) : handshake.bytes
+        return request ? forwardCancel(config.upstream, request) : undefined
       }
       if (connections.size > live.config.limits.maxClientConnections) {
         throw new PgError('53300', 'sorry, too many clients already')
@@ -143,6 +149,48 @@ export async function startProxy(
       const database = params.get('database') ?? params.get('user') ?? ''
       const sessionLog = log.child({ user: params.get('user'), database })
       const checkNames = !params.has('replication')
+      const sessionSettings = settingsForDatabase(live.settings, database)
+      const track = (session: RegisteredSession): void => {
+        void session.closed.then(() => {
+          clearTimeout(startupTimer)
+          login?.done()
+          churn.sessionClosed()
+        })
+        registry.add(session, {
+          id: connectionId(log),
+          user: params.get('user')!,
+          database,
+          peer: peerOf(raw),
+          connectedAt: new Date(),
+        })
+        if (draining) session.closeWhenIdle(SHUTDOWN)
+      }
+      if (pooling && config.pool.mode === 'transaction') {
+        const pooled = await startPooledClient(handshake.connection, params, pooling, false)
+        clearTimeout(startupTimer)
+        return track(
+          startTransactionSession(handshake.connection, pooled, pooling, config, {
+            settings: sessionSettings,
+            logger: sessionLog,
+          }),
+        )
+      }
+      if (pooling) {
+        const pooled = await startPooledClient(handshake.connection, params, pooling, true)
+        const session = new ProxySession(handshake.connection, pooled.server.socket, {
+          settings: sessionSettings,
+          logger: sessionLog,
+          onReady: () => clearTimeout(startupTimer),
+          keepChannelBinding: false,
+          nativeRelay,
+          loginDeadline: new AbortController().signal,
+          cancelBackend: (key) => cancelBackend(config.upstream, key),
+          onRejection: (code, table) => metrics.rejection(code, table),
+          pooled: lendServer(pooled, pooling),
+        })
+        track(session)
+        return session.startPooled(pooled.leftover)
+      }
       // The server speaks only after the startup packet, which the session sends.
       const relay: { session?: ProxySession } = {}
       login = new UpstreamLogin(config.upstream)
@@ -156,7 +204,7 @@ export async function startProxy(
       })
       if (raw.destroyed) return void upstream.destroy()
       const session = (relay.session = new ProxySession(handshake.connection, upstream, {
-        settings: settingsForDatabase(live.settings, database),
+        settings: sessionSettings,
         loginQuery: checkNames
           ? () => live.settings.current.nameChecks?.loginQuery(database) ?? null
           : null,
@@ -171,20 +219,8 @@ export async function startProxy(
         cancelBackend: (key) => cancelBackend(config.upstream, key),
         onRejection: (code, table) => metrics.rejection(code, table),
       }))
-      void session.closed.then(() => {
-        clearTimeout(startupTimer)
-        login?.done()
-        churn.sessionClosed()
-      })
-      registry.add(session, {
-        id: connectionId(log),
-        user: params.get('user')!,
-        database,
-        peer: peerOf(raw),
-        connectedAt: new Date(),
-      })
+      track(session)
       session.start(handshake.packet.bytes, handshake.leftover)
-      if (draining) session.closeWhenIdle(SHUTDOWN)
       sessionLog.debug('session started')
     } catch (err) {
       clearTimeout(startupTimer)
@@ -237,6 +273,7 @@ export async function startProxy(
         live.config.limits.shutdownTimeoutMs,
         logger,
       )
+      pooling?.pools.close()
       await admin?.close()
     },
   }
@@ -263,7 +300,7 @@ function refuse(client: net.Socket, err: unknown, log: Logger): void {
 async function drain(
   listeners: Listeners,
   connections: Set<net.Socket>,
-  sessions: Set<ProxySession>,
+  sessions: Set<RegisteredSession>,
   timeoutMs: number,
   logger: Logger,
 ): Promise<void> {

@@ -1,6 +1,17 @@
 import type net from 'node:net'
 import type { ConsoleTable } from '../admin/console.js'
-import type { ProxySession } from './session.js'
+import type { PgError } from '../wire/error-response.js'
+import type { SessionState } from './session.js'
+import type { TimedSession } from './session-timeouts.js'
+
+/** What metrics, the console, timeouts, reloads and shutdown need of a session of any mode. */
+export interface RegisteredSession extends TimedSession {
+  readonly closed: Promise<void>
+  readonly relayedNatively: boolean
+  state(): SessionState
+  closeWhenIdle(error: PgError): void
+  reconfigure(): void
+}
 
 /** What the console and metrics show of one session. */
 export interface SessionEntry {
@@ -19,13 +30,13 @@ export interface SessionEntry {
 export class SessionRegistry {
   /** Every client socket, from accept to close. */
   readonly connections = new Set<net.Socket>()
-  readonly sessions = new Map<ProxySession, SessionEntry>()
+  readonly sessions = new Map<RegisteredSession, SessionEntry>()
   /** Client sockets that use the admin console. */
   readonly consoles = new Set<net.Socket>()
   /** Transactions of sessions that have ended. */
   private endedTransactions = 0
 
-  add(session: ProxySession, entry: SessionEntry): void {
+  add(session: RegisteredSession, entry: SessionEntry): void {
     this.sessions.set(session, entry)
     void session.closed.then(() => {
       this.endedTransactions += session.state().transactions
@@ -34,7 +45,7 @@ export class SessionRegistry {
   }
 
   /** The sessions open now, each time it is iterated. */
-  [Symbol.iterator](): Iterator<ProxySession> {
+  [Symbol.iterator](): Iterator<RegisteredSession> {
     return this.sessions.keys()
   }
 
@@ -115,7 +126,7 @@ export class SessionRegistry {
   }
 }
 
-function clientState(session: ProxySession): 'startup' | 'idle' | 'active' | 'in_transaction' {
+function clientState(session: RegisteredSession): 'startup' | 'idle' | 'active' | 'in_transaction' {
   const state = session.state()
   if (!state.ready) return 'startup'
   if (state.idle) return 'idle'

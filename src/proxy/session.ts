@@ -18,6 +18,7 @@ import { withLoginQuery, type LoginPhase, type LoginQuery } from './login-query.
 import {
   nativeRelayModule,
   plainDescriptor,
+  resumeReading,
   stopReading,
   type NativeRelay,
   type NativeRelaySettings,
@@ -55,6 +56,8 @@ export interface SessionOptions {
   loginQuery?: (() => LoginQuery | null) | null
   /** A fencing rejection (PFxxx) the server returned, for metrics; `table` is schema.table. */
   onRejection(code: string, table: string): void
+  /** The upstream is a pool's server connection, lent for this session (startPooled). */
+  pooled?: PooledUpstream
 }
 
 /** Where a session stands, for metrics and the admin console. */
@@ -66,6 +69,16 @@ export interface SessionState {
   /** Idle outside a transaction block, nothing outstanding. */
   idle: boolean
   inTransaction: boolean
+}
+
+/** A pool's server connection, already logged in, lent to one session. */
+export interface PooledUpstream {
+  /** The server connection's own BackendKeyData, to cancel what it runs. */
+  backendKey: BackendKey
+  /** Routes the server's bytes to the session. */
+  attach(receiver: (chunk: Buffer) => boolean): void
+  /** Gives the connection back; `clean`: the client said goodbye and nothing was cut. */
+  release(clean: boolean): void
 }
 
 /**
@@ -132,23 +145,41 @@ export class ProxySession {
   }
 
   start(startupPacket: Buffer, leftover: Buffer): void {
+    this.listen()
+    this.options.loginDeadline.addEventListener('abort', () => this.loginTimedOut(), { once: true })
+    this.upstream.write(startupPacket)
+    if (leftover.length > 0) this.fromClient(leftover)
+    this.client.resume()
+  }
+
+  /** Starts relaying on a pooled server connection: the client has been greeted already. */
+  startPooled(leftover: Buffer): void {
+    this.listen()
+    const pooled = this.options.pooled!
+    pooled.attach((chunk) => this.fromServer(chunk))
+    this.backendKey = pooled.backendKey
+    this.ready = true
+    this.options.onReady()
+    if (leftover.length > 0) this.fromClient(leftover)
+    if (!this.options.nativeRelay || !this.handOver()) this.client.resume()
+  }
+
+  private listen(): void {
     const { client, upstream } = this
     upstream.setNoDelay?.(true)
     client.setNoDelay?.(true)
     this.connection.setReceiver((chunk) => this.fromClient(chunk))
     client.on('close', () => this.finish())
-    upstream.on('close', () => this.upstreamClosed())
+    upstream.on('close', this.onUpstreamClose)
     client.on('error', (err) =>
       this.options.logger.debug({ err: err.message }, 'client socket error'),
     )
-    upstream.on('error', (err) =>
-      this.options.logger.warn({ err: err.message }, 'upstream socket error'),
-    )
-    this.options.loginDeadline.addEventListener('abort', () => this.loginTimedOut(), { once: true })
-    upstream.write(startupPacket)
-    if (leftover.length > 0) this.fromClient(leftover)
-    client.resume()
+    upstream.on('error', this.onUpstreamError)
   }
+
+  private readonly onUpstreamClose = () => this.upstreamClosed()
+  private readonly onUpstreamError = (err: Error) =>
+    this.options.logger.warn({ err: err.message }, 'upstream socket error')
 
   /** Closes both sides now (shutdown timeout, startup timeout). */
   terminate(error?: PgError): void {
@@ -359,7 +390,8 @@ export class ProxySession {
   private intercept(message: Buffer): Buffer {
     if (message[0] !== Frontend.Terminate) return this.rewrite(message)
     this.terminating = true
-    return message
+    // A pooled server connection outlives the client: its goodbye stays with pgfence.
+    return this.options.pooled ? Buffer.alloc(0) : message
   }
 
   private rewrite(message: Buffer): Buffer {
@@ -449,12 +481,22 @@ export class ProxySession {
     this.terminate(error)
   }
 
+  /** Gives a pooled server connection back, reading again, with the session's listeners off. */
+  private returnUpstream(wasNative: boolean): void {
+    this.upstream.off('close', this.onUpstreamClose)
+    this.upstream.off('error', this.onUpstreamError)
+    if (wasNative) resumeReading(this.upstream)
+    this.options.pooled!.release(this.terminating && this.framer.atBoundary())
+  }
+
   private finish(): void {
     if (this.ended) return
     this.ended = true
+    const wasNative = this.native !== null
     if (this.native) this.stopNative()
     this.client.end()
-    this.upstream.destroy()
+    if (this.options.pooled) this.returnUpstream(wasNative)
+    else this.upstream.destroy()
     this.client.destroySoon()
     this.markClosed()
   }

@@ -2,6 +2,7 @@ import pg from 'pg'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { authUsers, startAuthCluster, type AuthCluster } from '../support/auth-cluster.js'
+import { currentUserAt } from '../support/clients.js'
 import { startTestProxy, type TestProxy } from '../support/proxy.js'
 import { pgBin, runCommand } from './support/commands.js'
 
@@ -18,15 +19,8 @@ afterAll(async () => {
   await cluster?.stop()
 })
 
-async function currentUserWithPg(user: string, password: string): Promise<string> {
-  const client = new pg.Client({ connectionString: proxy.url(user, 'postgres', password) })
-  await client.connect()
-  try {
-    return (await client.query('SELECT current_user AS name')).rows[0].name
-  } finally {
-    await client.end()
-  }
-}
+const currentUserWithPg = (user: string, password: string) =>
+  currentUserAt(proxy.url(user, 'postgres', password))
 
 describe('password authentication through the proxy', () => {
   test.each(Object.entries(authUsers))('%s: node-postgres logs in', async (_method, role) => {

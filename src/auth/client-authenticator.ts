@@ -1,0 +1,124 @@
+import { randomBytes } from 'node:crypto'
+import { PgError } from '../wire/error-response.js'
+import {
+  AUTH_MD5,
+  AUTH_OK,
+  AUTH_SASL_CONTINUE,
+  AUTH_SASL_FINAL,
+  authentication,
+  authenticationSasl,
+  readCString,
+} from '../wire/messages.js'
+import { Frontend } from '../wire/protocol.js'
+import { md5Response, md5Salt, md5Secret, sameText } from './md5.js'
+import {
+  deriveKeys,
+  mockVerifier,
+  ScramError,
+  ScramServerExchange,
+  verifierFromPassword,
+  type KeysFor,
+  type ScramVerifier,
+} from './scram.js'
+import type { Secret } from './secret.js'
+
+/** What pgfence may log in to PostgreSQL with on the client's behalf. */
+export interface UpstreamCredentials {
+  /** SCRAM keys for the server's salt: the client's own (recovered from its proof) or derived. */
+  scram?: KeysFor
+  /** The stored md5 secret (`md5…`). */
+  md5?: string
+  password?: string
+}
+
+/** The client side of the connection while pgfence authenticates it. */
+export interface Conversation {
+  send(bytes: Buffer): void
+  next(): Promise<Buffer>
+}
+
+const SCRAM = 'SCRAM-SHA-256'
+/** Per process: the salts of mock verifiers are stable, so probing a user name tells nothing. */
+const mockSecret = randomBytes(32)
+/** Verifiers made from plaintext userlist passwords, made once each. */
+const plainVerifiers = new Map<string, ScramVerifier>()
+
+const failed = (user: string) =>
+  new PgError('28P01', `password authentication failed for user "${user}"`)
+
+/**
+ * Authenticates the client as `user` against its secret (null: unknown user, which fails the
+ * same way as a wrong password, after a full exchange), then sends AuthenticationOk.
+ */
+export async function authenticateClient(
+  conversation: Conversation,
+  user: string,
+  secret: Secret | null,
+): Promise<UpstreamCredentials> {
+  const credentials =
+    secret?.kind === 'md5'
+      ? await md5Exchange(conversation, user, secret.hash)
+      : await scramExchange(conversation, user, secret)
+  conversation.send(authentication(AUTH_OK))
+  return credentials
+}
+
+async function md5Exchange(conversation: Conversation, user: string, hash: string) {
+  const salt = md5Salt()
+  conversation.send(authentication(AUTH_MD5, salt))
+  const answer = passwordText(await expectPassword(conversation))
+  if (!sameText(answer, md5Response(hash, salt))) throw failed(user)
+  return { md5: hash }
+}
+
+async function scramExchange(conversation: Conversation, user: string, secret: Secret | null) {
+  const verifier = verifierFor(user, secret)
+  conversation.send(authenticationSasl([SCRAM]))
+  const initial = await expectPassword(conversation)
+  const mechanism = readCString(initial, 5)
+  if (mechanism?.text !== SCRAM)
+    throw new PgError('08P01', 'client selected an invalid SASL authentication mechanism')
+  const exchange = new ScramServerExchange(verifier)
+  try {
+    const first = exchange.start(initial.toString('utf8', mechanism.next + 4))
+    conversation.send(authentication(AUTH_SASL_CONTINUE, Buffer.from(first)))
+    const final = exchange.finish(passwordText(await expectPassword(conversation), false))
+    if (!final || !secret) throw failed(user)
+    conversation.send(authentication(AUTH_SASL_FINAL, Buffer.from(final.serverFinal)))
+    const keys = final.keys
+    return secret.kind === 'plain' ? plainCredentials(secret.password, user) : { scram: () => keys }
+  } catch (err) {
+    if (err instanceof ScramError) throw new PgError('08P01', err.message)
+    throw err
+  }
+}
+
+function verifierFor(user: string, secret: Secret | null): ScramVerifier {
+  if (secret?.kind === 'scram') return secret.verifier
+  if (secret?.kind !== 'plain') return mockVerifier(user, mockSecret)
+  const key = `${user}\0${secret.password}`
+  let verifier = plainVerifiers.get(key)
+  if (!verifier) plainVerifiers.set(key, (verifier = verifierFromPassword(secret.password)))
+  return verifier
+}
+
+/** A plaintext password logs in to PostgreSQL with whatever method it asks for. */
+const plainCredentials = (password: string, user: string): UpstreamCredentials => ({
+  password,
+  md5: md5Secret(password, user),
+  scram: (salt, iterations) => deriveKeys(password, salt, iterations),
+})
+
+async function expectPassword(conversation: Conversation): Promise<Buffer> {
+  const message = await conversation.next()
+  if (message[0] !== Frontend.Password)
+    throw new PgError(
+      '08P01',
+      `expected password response, got message type ${String.fromCharCode(message[0]!)}`,
+    )
+  return message
+}
+
+/** The body of a password message: NUL-terminated text, or raw bytes for SASL. */
+const passwordText = (message: Buffer, terminated = true): string =>
+  message.toString('utf8', 5, message.length - (terminated ? 1 : 0))

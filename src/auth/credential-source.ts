@@ -1,0 +1,56 @@
+import pg from 'pg'
+import type { AuthConfig, Config } from '../config/schema.js'
+import { parseSecret, type Secret } from './secret.js'
+import { readUserlist } from './userlist.js'
+
+/** Where pgfence finds a user's secret: auth.file, else auth.query run as auth.user. */
+export interface CredentialSource {
+  lookup(user: string, database: string): Promise<Secret | null>
+}
+
+export function createCredentialSource(auth: AuthConfig, upstream: Config['upstream']) {
+  const users = auth.file ? readUserlist(auth.file) : new Map<string, string>()
+  const fromFile = (user: string) => {
+    const text = users.get(user)
+    return text === undefined ? null : parseSecret(text)
+  }
+  if (!auth.query) return { lookup: async (user: string) => fromFile(user) }
+  const query = auth.query
+  const authUser = auth.user!
+  return {
+    lookup: async (user: string, database: string) =>
+      fromFile(user) ??
+      lookupByQuery(query, user, database, authUser, users.get(authUser), upstream),
+  } satisfies CredentialSource
+}
+
+/** One short connection per lookup, as auth.user, to the database the client asked for. */
+async function lookupByQuery(
+  text: string,
+  user: string,
+  database: string,
+  authUser: string,
+  password: string | undefined,
+  upstream: Config['upstream'],
+): Promise<Secret | null> {
+  const client = new pg.Client({
+    host: upstream.host,
+    port: upstream.port,
+    user: authUser,
+    password,
+    database,
+    connectionTimeoutMillis: upstream.connectTimeoutMs,
+    ssl:
+      upstream.tls === 'require' || upstream.tls === 'verify-full'
+        ? { rejectUnauthorized: upstream.tls === 'verify-full' }
+        : false,
+  })
+  await client.connect()
+  try {
+    const { rows } = await client.query<unknown[]>({ text, values: [user], rowMode: 'array' })
+    const secret = rows[0]?.[1]
+    return typeof secret === 'string' && secret !== '' ? parseSecret(secret) : null
+  } finally {
+    await client.end()
+  }
+}

@@ -1,0 +1,161 @@
+import type { UpstreamCredentials } from '../auth/client-authenticator.js'
+import type { PoolConfig } from '../config/schema.js'
+import type { Logger } from '../log.js'
+import { PgError } from '../wire/error-response.js'
+import type { ServerConnection } from './server-connection.js'
+
+interface Waiter {
+  resolve: (connection: ServerConnection) => void
+  reject: (err: Error) => void
+  timer: NodeJS.Timeout
+}
+
+export type OpenServer = (credentials: UpstreamCredentials) => Promise<ServerConnection>
+
+/** The error a client gets after pool.waitTimeoutMs in the queue (PgBouncer: query_wait_timeout). */
+export const waitTimeout = (ms: number) =>
+  new PgError(
+    '08P01',
+    `query_wait_timeout: timeout waiting for a server connection (pool.waitTimeoutMs = ${ms})`,
+  )
+
+/**
+ * The server connections of one (database, user): at most `size`, opened on demand with the
+ * credentials of the latest authenticated client, the most recently used lent first, checked
+ * before lending and reset before the next client. Clients wait in a FIFO queue.
+ */
+export class Pool {
+  private readonly idle: ServerConnection[] = []
+  private readonly waiters: Waiter[] = []
+  /** Connections lent, idle, resetting or being opened. */
+  private count = 0
+  private credentials: UpstreamCredentials | null = null
+  private readonly sweeper: NodeJS.Timeout
+  private closed = false
+
+  constructor(
+    private readonly config: PoolConfig,
+    private readonly open: OpenServer,
+    private readonly log: Logger,
+  ) {
+    const every = Math.max(50, Math.min(1000, config.idleTimeoutMs / 2, config.maxLifetimeMs / 2))
+    this.sweeper = setInterval(() => this.sweep(), every).unref()
+  }
+
+  /** New server connections log in with these (the latest client's, which all work). */
+  useCredentials(credentials: UpstreamCredentials): void {
+    this.credentials = credentials
+  }
+
+  /** Server connections lent and idle, and clients waiting: what sizing a pool needs. */
+  stats() {
+    const idle = this.idle.length
+    return { active: this.count - idle, idle, waiting: this.waiters.length }
+  }
+
+  checkout(): Promise<ServerConnection> {
+    const connection = this.takeIdle()
+    if (connection) return Promise.resolve(connection)
+    if (this.count < this.config.size) return this.openOne()
+    return new Promise((resolve, reject) => {
+      const waiter: Waiter = {
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          this.waiters.splice(this.waiters.indexOf(waiter), 1)
+          this.log.warn(this.stats(), 'a client gave up waiting for a server connection')
+          reject(waitTimeout(this.config.waitTimeoutMs))
+        }, this.config.waitTimeoutMs),
+      }
+      this.waiters.push(waiter)
+    })
+  }
+
+  /**
+   * A client is done with its connection: once `reset` says it is clean, lend it to the next
+   * waiter or keep it idle; else close it.
+   */
+  async release(connection: ServerConnection, reset: (c: ServerConnection) => Promise<boolean>) {
+    const reusable = connection.alive && !this.expired(connection) && (await reset(connection))
+    if (!reusable || this.closed) return this.discard(connection)
+    const waiter = this.waiters.shift()
+    if (waiter) {
+      clearTimeout(waiter.timer)
+      return waiter.resolve(connection)
+    }
+    connection.idleSince = Date.now()
+    this.idle.push(connection)
+  }
+
+  close(): void {
+    this.closed = true
+    clearInterval(this.sweeper)
+    for (const connection of this.idle.splice(0)) this.discard(connection)
+    for (const waiter of this.waiters.splice(0)) {
+      clearTimeout(waiter.timer)
+      waiter.reject(new PgError('57P01', 'terminating connection due to administrator command'))
+    }
+  }
+
+  private takeIdle(): ServerConnection | null {
+    for (let connection = this.idle.pop(); connection; connection = this.idle.pop()) {
+      if (connection.alive && !this.expired(connection)) return connection
+      this.discard(connection)
+    }
+    return null
+  }
+
+  private async openOne(): Promise<ServerConnection> {
+    if (!this.credentials) throw new PgError('08006', 'no credentials to open a server connection')
+    this.count++
+    try {
+      return await this.open(this.credentials)
+    } catch (err) {
+      this.count--
+      this.serveWaiter()
+      throw err
+    }
+  }
+
+  /** A slot came free: open a connection for the first waiter, if any. */
+  private serveWaiter(): void {
+    const waiter = this.waiters.shift()
+    if (!waiter) return
+    clearTimeout(waiter.timer)
+    this.openOne().then(waiter.resolve, waiter.reject)
+  }
+
+  private discard(connection: ServerConnection): void {
+    connection.destroy()
+    this.count--
+    if (!this.closed) this.serveWaiter()
+  }
+
+  private expired(connection: ServerConnection): boolean {
+    return Date.now() - connection.createdAt >= this.config.maxLifetimeMs
+  }
+
+  /** Closes connections idle too long or too old, then opens up to minIdle. */
+  private sweep(): void {
+    const now = Date.now()
+    for (let i = this.idle.length - 1; i >= 0; i--) {
+      const connection = this.idle[i]!
+      const stale = now - connection.idleSince >= this.config.idleTimeoutMs
+      if (stale || this.expired(connection) || !connection.alive) {
+        this.idle.splice(i, 1)
+        this.discard(connection)
+      }
+    }
+    const missing = Math.min(this.config.minIdle - this.idle.length, this.config.size - this.count)
+    for (let i = 0; i < missing && this.credentials; i++) {
+      this.openOne().then(
+        (connection) => void this.release(connection, async () => true),
+        (err) =>
+          this.log.warn(
+            { err: (err as Error).message },
+            'could not open an idle server connection',
+          ),
+      )
+    }
+  }
+}

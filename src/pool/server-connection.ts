@@ -1,0 +1,185 @@
+import type { UpstreamCredentials } from '../auth/client-authenticator.js'
+import type { Config } from '../config/schema.js'
+import {
+  connectUpstream,
+  type ServerBytesHandler,
+  type UpstreamSocket,
+} from '../server/upstream-connector.js'
+import { loginUpstream, serverError } from '../server/credential-login.js'
+import { decodeErrorFields, PgError } from '../wire/error-response.js'
+import { MessageQueue, typedMessageLength } from '../wire/message-queue.js'
+import { query, typedMessage } from '../wire/messages.js'
+import { decodeParameterStatus } from '../wire/parameter-status.js'
+import { Backend } from '../wire/protocol.js'
+
+/** Server messages pgfence reads while it drives a connection itself are small. */
+const MAX_DRIVEN_MESSAGE = 1024 * 1024
+const COMMAND_COMPLETE = 0x43
+const DATA_ROW = 0x44
+const SYNC = typedMessage('S')
+const DISCARD_ALL = query('DISCARD ALL')
+const ROLLBACK_AND_DISCARD = Buffer.concat([query('ROLLBACK'), DISCARD_ALL])
+/** A transaction left open or aborted by the client: DISCARD ALL refuses to run in it. */
+const IN_TRANSACTION = new Set(['25001', '25P02'])
+
+/**
+ * One logged-in server connection of a pool. Its bytes go to whoever holds it: a client's
+ * session, or pgfence itself between clients (login, reset, settings), through a MessageQueue.
+ */
+export class ServerConnection {
+  readonly createdAt = Date.now()
+  idleSince = 0
+  parameters = new Map<string, string>()
+  backendKey: Buffer = Buffer.alloc(8)
+  /** Transaction mode: the session settings pgfence applied here (empty: the defaults). */
+  settings = new Map<string, string>()
+  /** Transaction mode: the Parse message each named statement here was made from. */
+  readonly prepared = new Map<string, Buffer>()
+  private receiver: ServerBytesHandler
+  private queue = new MessageQueue(typedMessageLength(MAX_DRIVEN_MESSAGE))
+
+  private constructor(readonly socket: UpstreamSocket) {
+    this.receiver = this.toQueue
+    socket.on('close', () => this.queue.fail(new PgError('08006', 'server closed the connection')))
+    socket.on('error', () => {})
+  }
+
+  static async open(
+    upstream: Config['upstream'],
+    user: string,
+    database: string,
+    credentials: UpstreamCredentials,
+  ): Promise<ServerConnection> {
+    const box: { connection?: ServerConnection } = {}
+    const socket = await connectUpstream(upstream, (chunk) => box.connection!.receiver(chunk))
+    const connection = (box.connection = new ServerConnection(socket))
+    const timer = setTimeout(() => socket.destroy(), upstream.connectTimeoutMs)
+    try {
+      const identity = await loginUpstream(connection.conversation(), user, database, credentials)
+      connection.parameters = identity.parameters
+      connection.backendKey = identity.backendKey
+      return connection
+    } catch (err) {
+      socket.destroy()
+      throw err
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  get alive(): boolean {
+    return !this.socket.destroyed && this.socket.readyState === 'open'
+  }
+
+  /** Hands the server's bytes to a client's session. */
+  attach(receiver: ServerBytesHandler): void {
+    this.receiver = receiver
+  }
+
+  /** Takes the server's bytes back from a session. */
+  detach(): void {
+    this.receiver = this.toQueue
+    this.queue = new MessageQueue(typedMessageLength(MAX_DRIVEN_MESSAGE))
+    this.socket.resume()
+  }
+
+  /**
+   * Runs a simple Query whose results are dropped (ParameterStatus kept); rejects with the
+   * server's error, after its ReadyForQuery.
+   */
+  async run(text: string): Promise<void> {
+    this.socket.write(query(text))
+    let failure: PgError | null = null
+    for (;;) {
+      const message = await this.queue.next()
+      if (message[0] === Backend.ErrorResponse) failure ??= serverError(message)
+      else if (message[0] === Backend.ParameterStatus) this.noteParameter(message)
+      else if (message[0] === Backend.ReadyForQuery) {
+        if (failure) throw failure
+        return
+      }
+    }
+  }
+
+  /** Runs a simple Query and returns the text values of its rows. */
+  async rows(text: string): Promise<(string | null)[][]> {
+    this.socket.write(query(text))
+    const rows: (string | null)[][] = []
+    let failure: PgError | null = null
+    for (;;) {
+      const message = await this.queue.next()
+      if (message[0] === DATA_ROW) rows.push(decodeDataRow(message))
+      else if (message[0] === Backend.ErrorResponse) failure ??= serverError(message)
+      else if (message[0] === Backend.ReadyForQuery) {
+        if (failure) throw failure
+        return rows
+      }
+    }
+  }
+
+  /**
+   * DISCARD ALL, so that nothing of one client reaches the next; a transaction the client left
+   * open is rolled back first. Output of work the client left in flight is skipped. Resolves
+   * false when the connection cannot be reused as it is.
+   */
+  async reset(unclean: boolean, timeoutMs: number): Promise<boolean> {
+    const timer = setTimeout(() => this.queue.fail(new Error('reset timed out')), timeoutMs)
+    try {
+      this.socket.write(unclean ? Buffer.concat([SYNC, DISCARD_ALL]) : DISCARD_ALL)
+      let discarded = false
+      let retried = false
+      for (;;) {
+        const message = await this.queue.next()
+        const type = message[0]
+        if (type === Backend.ParameterStatus) this.noteParameter(message)
+        else if (type === COMMAND_COMPLETE)
+          discarded = message.toString('latin1', 5, 16) === 'DISCARD ALL'
+        else if (type === Backend.ErrorResponse && !retried) {
+          const code = decodeErrorFields(message).code ?? ''
+          if (IN_TRANSACTION.has(code)) {
+            retried = true
+            this.socket.write(ROLLBACK_AND_DISCARD)
+          }
+        } else if (type === Backend.ReadyForQuery && discarded) {
+          this.settings.clear()
+          this.prepared.clear()
+          return message[5] === 0x49 // 'I'
+        }
+      }
+    } catch {
+      return false
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  destroy(): void {
+    this.socket.destroy()
+  }
+
+  private readonly toQueue: ServerBytesHandler = (chunk) => {
+    this.queue.push(chunk)
+    return true
+  }
+
+  private conversation() {
+    return { send: (bytes: Buffer) => void this.socket.write(bytes), next: () => this.queue.next() }
+  }
+
+  private noteParameter(message: Buffer): void {
+    const { name, value } = decodeParameterStatus(message)
+    this.parameters.set(name, value)
+  }
+}
+
+function decodeDataRow(message: Buffer): (string | null)[] {
+  const values: (string | null)[] = []
+  let pos = 7
+  for (let i = message.readUInt16BE(5); i > 0; i--) {
+    const length = message.readInt32BE(pos)
+    pos += 4
+    values.push(length < 0 ? null : message.toString('utf8', pos, pos + length))
+    pos += Math.max(length, 0)
+  }
+  return values
+}

@@ -1,0 +1,78 @@
+import { tokenize } from '../rewrite/lexer.js'
+
+/** What a statement means for transaction pooling, read from its words (never literals). */
+export interface StatementEffects {
+  /** A feature that cannot outlive the transaction: refused with 0A000. */
+  refused: string | null
+  /** It may change session settings (SET, RESET, set_config, DISCARD): read them after. */
+  touchesSettings: boolean
+  /** Prepared statements it drops: all of them, or one name. */
+  forgets: 'all' | string | null
+}
+
+const SESSION_LOCKS = new Set([
+  'pg_advisory_lock',
+  'pg_advisory_lock_shared',
+  'pg_try_advisory_lock',
+  'pg_try_advisory_lock_shared',
+])
+const SETTING_WORDS = new Set(['set', 'reset', 'discard', 'set_config'])
+
+const sequence = (words: string[], at: number, ...expected: string[]) =>
+  expected.every((word, i) => words[at + i] === word)
+
+export function statementEffects(sql: string): StatementEffects {
+  const words = tokenize(sql)
+    .filter(
+      (token) => token.kind === 'word' || (token.kind === 'other' && sql[token.start] === ';'),
+    )
+    .map((token) => sql.slice(token.start, token.end).toLowerCase())
+  return {
+    refused: refusedFeature(words),
+    touchesSettings: words.some((word) => SETTING_WORDS.has(word)),
+    forgets: forgottenStatements(words),
+  }
+}
+
+function refusedFeature(words: string[]): string | null {
+  for (let i = 0; i < words.length; i++) {
+    const word = words[i]!
+    const starts = i === 0 || words[i - 1] === ';'
+    if (starts && word === 'listen') return 'LISTEN'
+    if (SESSION_LOCKS.has(word)) return 'session advisory locks'
+    if (starts && word === 'declare' && holdsCursor(words, i)) return 'DECLARE … WITH HOLD'
+    if (starts && word === 'create' && keepsTempTable(words, i))
+      return 'temporary tables kept between transactions (use ON COMMIT DROP)'
+  }
+  return null
+}
+
+const statementEnd = (words: string[], from: number) => {
+  const end = words.indexOf(';', from)
+  return end < 0 ? words.length : end
+}
+
+function holdsCursor(words: string[], at: number): boolean {
+  for (let i = at; i < statementEnd(words, at); i++)
+    if (sequence(words, i, 'with', 'hold')) return true
+  return false
+}
+
+function keepsTempTable(words: string[], at: number): boolean {
+  const temp = words[at + 1] === 'temp' || words[at + 1] === 'temporary'
+  const local = words[at + 1] === 'local' || words[at + 1] === 'global'
+  if (!temp && !(local && (words[at + 2] === 'temp' || words[at + 2] === 'temporary'))) return false
+  for (let i = at; i < statementEnd(words, at); i++)
+    if (sequence(words, i, 'on', 'commit', 'drop')) return false
+  return true
+}
+
+function forgottenStatements(words: string[]): 'all' | string | null {
+  for (let i = 0; i < words.length; i++) {
+    if (sequence(words, i, 'discard', 'all')) return 'all'
+    if (words[i] !== 'deallocate') continue
+    const name = words[i + 1] === 'prepare' ? words[i + 2] : words[i + 1]
+    return name === undefined || name === 'all' || name === ';' ? 'all' : name
+  }
+  return null
+}

@@ -1,0 +1,138 @@
+import { authenticateClient } from '../auth/client-authenticator.js'
+import type { CredentialSource } from '../auth/credential-source.js'
+import type { ClientConnection } from '../client/client-connection.js'
+import type { CancelKeys } from '../pool/cancel-keys.js'
+import type { Pool } from '../pool/pool.js'
+import type { PoolRegistry } from '../pool/pool-registry.js'
+import type { ServerConnection } from '../pool/server-connection.js'
+import { settingsStatement, startupSettings } from '../pool/startup-settings.js'
+import { PgError } from '../wire/error-response.js'
+import { readBackendKey } from '../server/cancel-forwarder.js'
+import type { PooledUpstream } from './session.js'
+import { MessageQueue, typedMessageLength } from '../wire/message-queue.js'
+import { backendKeyData, parameterStatus, readyForQuery } from '../wire/messages.js'
+
+/** Password and SASL messages are small; PostgreSQL caps them alike. */
+const MAX_AUTH_MESSAGE = 10000
+
+export interface PoolingContext {
+  credentials: CredentialSource
+  pools: PoolRegistry
+  cancelKeys: CancelKeys
+  /** How long a server connection may take to be reset between clients. */
+  resetTimeoutMs: number
+}
+
+export interface PooledClient {
+  pool: Pool
+  /** The server connection lent (for the session in session mode; given back in transaction mode). */
+  server: ServerConnection
+  /** What the client holds now, for its cancel requests. */
+  held: { server: ServerConnection | null }
+  /** The client's startup settings. */
+  settings: [string, string][]
+  /** The client's own BackendKeyData (forget it when the client leaves). */
+  cancelKey: Buffer
+  /** The client's bytes received after its last authentication message. */
+  leftover: Buffer
+}
+
+/**
+ * Authenticates a client with pgfence's own credentials, lends it a server connection with the
+ * client's startup settings applied, and greets it as PostgreSQL would: AuthenticationOk, the
+ * server's ParameterStatus, pgfence's BackendKeyData, ReadyForQuery.
+ */
+export async function startPooledClient(
+  connection: ClientConnection,
+  params: Map<string, string>,
+  context: PoolingContext,
+  /** Session mode keeps the connection (settings applied); transaction mode gives it back. */
+  keepServer: boolean,
+): Promise<PooledClient> {
+  const user = params.get('user')!
+  const database = params.get('database') || user
+  const settings = startupSettings(params)
+  const queue = new MessageQueue(typedMessageLength(MAX_AUTH_MESSAGE))
+  const socket = connection.socket
+  const onClose = () => queue.fail(new Error('client closed the connection during authentication'))
+  socket.on('close', onClose)
+  connection.setReceiver((chunk) => (queue.push(chunk), true))
+  socket.resume()
+  try {
+    const secret = await context.credentials.lookup(user, database)
+    const conversation = {
+      send: (bytes: Buffer) => void socket.write(bytes),
+      next: () => queue.next(),
+    }
+    const upstreamCredentials = await authenticateClient(conversation, user, secret)
+    socket.pause()
+    const pool = context.pools.get(database, user)
+    pool.useCredentials(upstreamCredentials)
+    const server = await pool.checkout()
+    if (socket.destroyed) {
+      void pool.release(server, async () => true)
+      throw new Error('client left while waiting for a server connection')
+    }
+    const held = { server: keepServer ? server : null }
+    const cancelKey = context.cancelKeys.issue(() => held.server?.backendKey ?? null)
+    // Greeted first: the settings' round trip to the server overlaps the client's next one.
+    socket.write(welcome(server.parameters, settings, cancelKey))
+    const pooled = { pool, server, held, settings, cancelKey, leftover: queue.leftover }
+    if (!keepServer) {
+      void pool.release(server, async () => true)
+      return pooled
+    }
+    try {
+      await applySettings(pool, server, settings, context.resetTimeoutMs)
+    } catch (err) {
+      context.cancelKeys.forget(cancelKey)
+      throw err
+    }
+    return pooled
+  } finally {
+    socket.off('close', onClose)
+  }
+}
+
+async function applySettings(
+  pool: Pool,
+  server: ServerConnection,
+  settings: [string, string][],
+  resetTimeoutMs: number,
+): Promise<void> {
+  const statement = settingsStatement(settings, server.parameters)
+  if (!statement) return
+  try {
+    await server.run(statement)
+  } catch (err) {
+    void pool.release(server, (s) => s.reset(false, resetTimeoutMs))
+    throw err instanceof PgError ? err : new PgError('08006', (err as Error).message)
+  }
+}
+
+/** The server's ParameterStatus set as it will be once the client's settings are applied. */
+function welcome(
+  parameters: Map<string, string>,
+  settings: [string, string][],
+  cancelKey: Buffer,
+): Buffer {
+  const asked = new Map(settings.map(([name, value]) => [name.toLowerCase(), value]))
+  const parts = [...parameters].map(([name, value]) =>
+    parameterStatus(name, asked.get(name.toLowerCase()) ?? value),
+  )
+  return Buffer.concat([...parts, backendKeyData(cancelKey), readyForQuery('I')])
+}
+
+/** The session's view of its server connection: given back to the pool (reset) at the end. */
+export function lendServer(client: PooledClient, context: PoolingContext): PooledUpstream {
+  const { pool, server } = client
+  return {
+    backendKey: readBackendKey(backendKeyData(server.backendKey)),
+    attach: (receiver) => server.attach(receiver),
+    release: (clean) => {
+      context.cancelKeys.forget(client.cancelKey)
+      server.detach()
+      void pool.release(server, (s) => s.reset(!clean, context.resetTimeoutMs))
+    },
+  }
+}

@@ -1,0 +1,406 @@
+import type { ClientConnection } from '../client/client-connection.js'
+import type { Config } from '../config/schema.js'
+import type { Logger } from '../log.js'
+import type { Pool } from '../pool/pool.js'
+import type { ServerConnection } from '../pool/server-connection.js'
+import { settingsStatement } from '../pool/startup-settings.js'
+import { statementEffects } from '../pool/transaction-rules.js'
+import { PgError } from '../wire/error-response.js'
+import { MessageFramer } from '../wire/message-framer.js'
+import { query, readCString, typedMessage } from '../wire/messages.js'
+import { Backend, Frontend, FRONTEND_TYPES, HEADER_BYTES } from '../wire/protocol.js'
+import { cutError, type CutReason } from './cut-outcome.js'
+import type { PooledClient, PoolingContext } from './pooled-startup.js'
+import type { SettingsHolder } from './live-settings.js'
+import type { SessionState } from './session.js'
+import { encodingOf, interceptStatement } from './statement-interceptor.js'
+
+export interface TransactionSessionOptions {
+  pool: Pool
+  /** Rewriter and limits, read at each statement: a config reload swaps them. */
+  live: SettingsHolder
+  logger: Logger
+  /** Settings whose session values follow the client from one server connection to the next. */
+  trackedSettings: string[]
+  /** The client's settings from its startup packet. */
+  settings: [string, string][]
+  resetTimeoutMs: number
+  /** The server connection the client holds now, for its cancel requests. */
+  held: { server: ServerConnection | null }
+}
+
+const PARSE_COMPLETE = 0x31
+const CLOSE_COMPLETE = 0x33
+/** An expected ParseComplete/CloseComplete (true: pgfence's own, dropped), or a Sync. */
+type Expected = boolean | 'sync'
+
+const literal = (text: string) => `'${text.replaceAll("'", "''")}'`
+
+/** A statement that fails in PostgreSQL, at its place in the stream, with pgfence's refusal. */
+const refusal = (feature: string) =>
+  `DO $pgfence$BEGIN RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = ${literal(
+    `${feature} not supported in transaction pooling mode`,
+  )}; END$pgfence$`
+
+const closeStatement = (name: string) =>
+  typedMessage('C', Buffer.from('S'), Buffer.from(`${name}\0`, 'utf8'))
+
+/**
+ * Transaction pooling (relayed in JavaScript): the client holds a server connection from its
+ * first message after ReadyForQuery 'I' to the next ReadyForQuery 'I' with nothing in flight.
+ * Its tracked settings are replayed before each transaction and read back after one that may
+ * have changed them (so PostgreSQL's own rules for SET LOCAL, rollback and RESET apply), and
+ * its named prepared statements are prepared again on a connection that lacks them.
+ */
+export class TransactionSession {
+  readonly closed: Promise<void>
+  private markClosed!: () => void
+  private ended = false
+  private server: ServerConnection | null = null
+  private checkingOut = false
+  private readonly waiting: Buffer[] = []
+  private outstanding = 0
+  private swallowReady = 0
+  private expected: Expected[] = []
+  private touched = false
+  private readonly statements = new Map<string, Buffer>()
+  private readonly settings: Map<string, string>
+  private settled: Promise<void> = Promise.resolve()
+  private serverBuffered = Buffer.alloc(0)
+  private readonly framer: MessageFramer
+  private readonly client: ClientConnection['socket']
+  /** Transactions ended so far (server connection given back). */
+  private transactions = 0
+  /** Set by closeWhenIdle: sent once the client holds no server connection. */
+  private closingWhenIdle: PgError | null = null
+  /** Transaction pooling is relayed in JavaScript. */
+  readonly relayedNatively = false
+
+  constructor(
+    private readonly connection: ClientConnection,
+    private readonly options: TransactionSessionOptions,
+  ) {
+    this.client = connection.socket
+    this.closed = new Promise((resolve) => (this.markClosed = resolve))
+    this.settings = new Map(options.settings.map(([name, value]) => [name.toLowerCase(), value]))
+    this.framer = new MessageFramer(
+      {
+        forward: () => {},
+        intercept: (message) => this.fromClient(Buffer.from(message)),
+        fail: (error) => this.fail(error),
+      },
+      options.live.current.limits.maxMessageBytes,
+      FRONTEND_TYPES,
+    )
+  }
+
+  start(leftover: Buffer): void {
+    this.connection.setReceiver((chunk) => (this.framer.push(chunk), true))
+    this.client.on('close', () => this.finish())
+    this.client.on('error', () => {})
+    if (leftover.length > 0) this.framer.push(leftover)
+    this.client.resume()
+  }
+
+  /** Timeouts do not watch transaction-mode sessions yet (see README). */
+  progress(): null {
+    return null
+  }
+
+  state(): SessionState {
+    const holding = this.server !== null || this.checkingOut
+    return {
+      transactions: this.transactions,
+      ready: true,
+      idle: !holding && this.outstanding === 0,
+      inTransaction: holding,
+    }
+  }
+
+  /** A config reload: the framer follows the new limits; statements read the rewriter anew. */
+  reconfigure(): void {
+    this.framer.maxMessageBytes = this.options.live.current.limits.maxMessageBytes
+  }
+
+  /** Closes the session now if it holds no server connection, else once it gives it back. */
+  closeWhenIdle(error: PgError): void {
+    this.closingWhenIdle = error
+    if (this.state().idle) this.terminate(error)
+  }
+
+  /** Ends the session on pgfence's own account (shutdown). */
+  async cut(reason: CutReason): Promise<void> {
+    this.terminate(cutError(reason, null))
+  }
+
+  terminate(error?: PgError): void {
+    if (error && this.client.writable && this.outstanding === 0) this.client.write(error.encode())
+    this.finish()
+  }
+
+  private fromClient(message: Buffer): void {
+    if (this.ended) return
+    if (message[0] === Frontend.Terminate) return this.finish()
+    if (this.server && !this.checkingOut) return this.send(message)
+    this.waiting.push(message)
+    if (!this.checkingOut) void this.checkout()
+  }
+
+  private async checkout(): Promise<void> {
+    this.checkingOut = true
+    let server: ServerConnection
+    try {
+      await this.settled
+      server = await this.options.pool.checkout()
+    } catch (err) {
+      return this.fail(err instanceof PgError ? err : new PgError('08006', String(err)))
+    }
+    if (this.ended) return void this.options.pool.release(server, async () => true)
+    this.server = this.options.held.server = server
+    server.attach((chunk) => this.fromServer(chunk))
+    server.socket.on('close', this.serverClosed)
+    const replay = this.replayStatement(server)
+    if (replay) {
+      this.swallowReady++
+      server.socket.write(query(replay))
+    }
+    this.checkingOut = false
+    for (const message of this.waiting.splice(0)) this.send(message)
+  }
+
+  /** Brings the connection's settings to the client's (RESET ALL when it has others). */
+  private replayStatement(server: ServerConnection): string | null {
+    const foreign = [...server.settings].some(([name]) => !this.settings.has(name))
+    const set = settingsStatement([...this.settings], foreign ? new Map() : server.settings)
+    server.settings = new Map(this.settings)
+    if (!foreign) return set
+    return set ? `RESET ALL; ${set}` : 'RESET ALL'
+  }
+
+  private send(message: Buffer): void {
+    const server = this.server!
+    const out: Buffer[] = []
+    switch (message[0]) {
+      case Frontend.Query:
+        this.outstanding++
+        out.push(this.statement(message, 5))
+        break
+      case Frontend.Parse: {
+        const name = readCString(message, 5)?.text ?? ''
+        const parse = this.statement(message, 5 + Buffer.byteLength(name) + 1)
+        if (name !== '') {
+          this.statements.set(name, parse)
+          if (server.prepared.has(name)) this.inject(out, closeStatement(name))
+          server.prepared.set(name, parse)
+        }
+        this.expected.push(false)
+        out.push(parse)
+        break
+      }
+      case Frontend.Bind: {
+        const portal = readCString(message, 5)
+        this.ensurePrepared(out, portal ? readCString(message, portal.next)?.text : undefined)
+        out.push(message)
+        break
+      }
+      case Frontend.Describe:
+        if (message[5] === 0x53) this.ensurePrepared(out, readCString(message, 6)?.text)
+        out.push(message)
+        break
+      case Frontend.Close:
+        if (message[5] === 0x53) {
+          const name = readCString(message, 6)?.text ?? ''
+          this.statements.delete(name)
+          server.prepared.delete(name)
+        }
+        this.expected.push(false)
+        out.push(message)
+        break
+      case Frontend.Sync:
+      case Frontend.FunctionCall:
+        this.outstanding++
+        if (message[0] === Frontend.Sync) this.expected.push('sync')
+        out.push(message)
+        break
+      default:
+        out.push(message)
+    }
+    server.socket.write(out.length === 1 ? out[0]! : Buffer.concat(out))
+  }
+
+  /** pgfence's own Close or Parse, whose completion the client must not see. */
+  private inject(out: Buffer[], message: Buffer): void {
+    this.expected.push(true)
+    out.push(message)
+  }
+
+  /** A named statement the connection lacks (or holds another client's version of) is re-made. */
+  private ensurePrepared(out: Buffer[], name: string | undefined): void {
+    if (!name) return
+    const server = this.server!
+    const mine = this.statements.get(name)
+    const theirs = server.prepared.get(name)
+    if (theirs === mine) return
+    if (theirs) this.inject(out, closeStatement(name))
+    server.prepared.delete(name)
+    if (!mine) return
+    this.inject(out, mine)
+    server.prepared.set(name, mine)
+  }
+
+  /** The Query or Parse to send: refused, or rewritten for fencing; its effects noted. */
+  private statement(message: Buffer, textAt: number): Buffer {
+    const end = message.indexOf(0, textAt)
+    const bytes = message.subarray(textAt, end < 0 ? message.length : end)
+    const effects = statementEffects(bytes.toString(encodingOf(bytes)))
+    this.touched ||= effects.touchesSettings
+    if (effects.forgets === 'all') this.statements.clear()
+    else if (effects.forgets) this.statements.delete(effects.forgets)
+    if (effects.forgets) this.server!.prepared.clear()
+    if (effects.refused) return this.replaceText(message, textAt, end, refusal(effects.refused))
+    const rewriter = this.options.live.current.rewriter
+    return rewriter ? interceptStatement(message, rewriter) : message
+  }
+
+  private replaceText(message: Buffer, textAt: number, end: number, text: string): Buffer {
+    const body = message.subarray(5, textAt)
+    const tail = message[0] === Frontend.Parse ? Buffer.from([0, 0]) : Buffer.alloc(0)
+    return typedMessage(
+      String.fromCharCode(message[0]!),
+      body,
+      Buffer.from(`${text}\0`, 'utf8'),
+      end < 0 ? Buffer.alloc(0) : tail,
+    )
+  }
+
+  private fromServer(chunk: Buffer): boolean {
+    if (this.ended) return true
+    let buffered = this.serverBuffered.length ? Buffer.concat([this.serverBuffered, chunk]) : chunk
+    const out: Buffer[] = []
+    let pos = 0
+    let release = false
+    while (buffered.length - pos >= HEADER_BYTES) {
+      const total = buffered.readUInt32BE(pos + 1) + 1
+      if (buffered.length - pos < total) break
+      const message = buffered.subarray(pos, pos + total)
+      pos += total
+      if (!this.keep(message)) continue
+      out.push(message)
+      if (message[0] === Backend.ReadyForQuery && this.outstanding === 0 && message[5] === 0x49)
+        release = true
+    }
+    buffered = buffered.subarray(pos)
+    this.serverBuffered = Buffer.from(buffered)
+    if (out.length > 0)
+      this.client.write(out.length === 1 ? Buffer.from(out[0]!) : Buffer.concat(out))
+    if (release) this.releaseServer()
+    return true
+  }
+
+  /** Whether a server message goes to the client; follows transactions and injected replies. */
+  private keep(message: Buffer): boolean {
+    const type = message[0]
+    if (this.swallowReady > 0) {
+      if (type === Backend.ReadyForQuery) this.swallowReady--
+      return false
+    }
+    if (type === PARSE_COMPLETE || type === CLOSE_COMPLETE) return this.expected.shift() !== true
+    if (type === Backend.ErrorResponse) {
+      // The server skips to the next Sync: completions expected before it will not come.
+      const sync = this.expected.indexOf('sync')
+      this.expected.splice(0, sync < 0 ? this.expected.length : sync)
+    } else if (type === Backend.ReadyForQuery) {
+      this.outstanding--
+      if (this.expected[0] === 'sync') this.expected.shift()
+    }
+    return true
+  }
+
+  /** The transaction is over: the connection goes back, after reading settings it may have changed. */
+  private releaseServer(): void {
+    const server = this.server!
+    this.server = this.options.held.server = null
+    server.socket.off('close', this.serverClosed)
+    server.detach()
+    const pool = this.options.pool
+    if (!this.touched) {
+      void pool.release(server, async () => true)
+    } else {
+      this.touched = false
+      this.settled = this.readSettings(server)
+    }
+    this.transactions++
+    if (this.closingWhenIdle && this.waiting.length === 0)
+      return this.terminate(this.closingWhenIdle)
+    if (this.waiting.length > 0 && !this.checkingOut) void this.checkout()
+  }
+
+  /** Reads the tracked settings as PostgreSQL left them, then RESET ALL for the next client. */
+  private async readSettings(server: ServerConnection): Promise<void> {
+    const names = this.options.trackedSettings
+    const columns = names.map((name) => `pg_catalog.current_setting(${literal(name)}, true)`)
+    try {
+      const [row] = await server.rows(`SELECT ${columns.join(', ')}; RESET ALL`)
+      names.forEach((name, i) => {
+        const value = row?.[i] ?? ''
+        if (value === '') this.settings.delete(name)
+        else this.settings.set(name, value)
+      })
+      server.settings = new Map()
+      void this.options.pool.release(server, async () => true)
+    } catch (err) {
+      this.options.logger.warn({ err: (err as Error).message }, 'could not read session settings')
+      void this.options.pool.release(server, (s) => s.reset(true, this.options.resetTimeoutMs))
+    }
+  }
+
+  private readonly serverClosed = (): void => {
+    this.terminate(new PgError('08006', 'server closed the connection unexpectedly'))
+  }
+
+  private fail(error: PgError): void {
+    if (this.client.writable) this.client.write(error.encode())
+    this.finish()
+  }
+
+  private finish(): void {
+    if (this.ended) return
+    this.ended = true
+    const server = this.server
+    if (server) {
+      this.server = this.options.held.server = null
+      server.socket.off('close', this.serverClosed)
+      server.detach()
+      const resetTimeoutMs = this.options.resetTimeoutMs
+      void this.options.pool.release(server, (s) => s.reset(true, resetTimeoutMs))
+    }
+    this.client.end()
+    this.client.destroySoon()
+    this.markClosed()
+  }
+}
+
+/** A transaction-mode session for an authenticated client. */
+export function startTransactionSession(
+  connection: ClientConnection,
+  pooled: PooledClient,
+  context: PoolingContext,
+  config: Config,
+  options: { settings: SettingsHolder; logger: Logger },
+): TransactionSession {
+  const { setting, resourceSetting } = config.fencing
+  const tracked = new Set([setting, resourceSetting, 'application_name'])
+  for (const [name] of pooled.settings) tracked.add(name.toLowerCase())
+  const session = new TransactionSession(connection, {
+    pool: pooled.pool,
+    live: options.settings,
+    logger: options.logger,
+    trackedSettings: [...tracked],
+    settings: pooled.settings,
+    resetTimeoutMs: context.resetTimeoutMs,
+    held: pooled.held,
+  })
+  session.closed.then(() => context.cancelKeys.forget(pooled.cancelKey))
+  session.start(pooled.leftover)
+  return session
+}

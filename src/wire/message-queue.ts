@@ -1,0 +1,73 @@
+import { PgError } from './error-response.js'
+import { HEADER_BYTES } from './protocol.js'
+
+/** Length of the packet at the head of `buffered`, 0 while unknown; throws on a bad length. */
+export type FrameLength = (buffered: Buffer) => number
+
+/** Typed messages (type byte, then a length that counts itself) up to `maxBytes`. */
+export const typedMessageLength =
+  (maxBytes: number): FrameLength =>
+  (buffered) => {
+    if (buffered.length < HEADER_BYTES) return 0
+    const total = buffered.readUInt32BE(1) + 1
+    if (total < HEADER_BYTES || total > maxBytes)
+      throw new PgError('08P01', `invalid message length ${total - 1}`)
+    return total
+  }
+
+/**
+ * Whole packets out of a byte stream, awaited one at a time: for the short exchanges pgfence
+ * conducts itself (startup, authentication, a pooled connection's login and reset). Bytes are
+ * copied, since a socket may reuse its read buffer; lengths are checked before buffering more.
+ */
+export class MessageQueue {
+  private buffered: Buffer = Buffer.alloc(0)
+  private waiter: { resolve: (message: Buffer) => void; reject: (err: Error) => void } | null = null
+  private failure: Error | null = null
+
+  constructor(private readonly frameLength: FrameLength) {}
+
+  push(chunk: Buffer): void {
+    this.buffered = Buffer.concat([this.buffered, chunk])
+    this.deliver()
+  }
+
+  /** The pending and every later next() reject with this error. */
+  fail(err: Error): void {
+    this.failure ??= err
+    this.deliver()
+  }
+
+  next(): Promise<Buffer> {
+    return new Promise((resolve, reject) => {
+      this.waiter = { resolve, reject }
+      this.deliver()
+    })
+  }
+
+  /** The bytes received after the packets taken so far. */
+  get leftover(): Buffer {
+    return this.buffered
+  }
+
+  private deliver(): void {
+    const waiter = this.waiter
+    if (!waiter) return
+    let total = 0
+    try {
+      total = this.frameLength(this.buffered)
+    } catch (err) {
+      this.failure ??= err as Error
+    }
+    if (total !== 0 && this.buffered.length >= total) {
+      this.waiter = null
+      const message = this.buffered.subarray(0, total)
+      this.buffered = this.buffered.subarray(total)
+      return waiter.resolve(message)
+    }
+    if (this.failure) {
+      this.waiter = null
+      waiter.reject(this.failure)
+    }
+  }
+}

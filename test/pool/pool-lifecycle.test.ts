@@ -1,0 +1,107 @@
+import pg from 'pg'
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { adminQuery, createTestDatabase, type TestDatabase } from '../support/database.js'
+import { startTestProxy, type TestProxy } from '../support/proxy.js'
+import { pgBin, runCommand } from '../e2e/support/commands.js'
+import { backendsOf, POOL_PASSWORD, writeUserlist } from './support.js'
+
+let db: TestDatabase
+const proxies: TestProxy[] = []
+
+beforeAll(async () => {
+  db = await createTestDatabase('pool_lifecycle')
+})
+
+afterEach(async () => {
+  await Promise.all(proxies.splice(0).map((proxy) => proxy.close()))
+})
+
+afterAll(async () => {
+  await db?.drop()
+})
+
+async function pooledProxy(pool: Record<string, number>): Promise<TestProxy> {
+  const proxy = await startTestProxy(
+    { pool: { mode: 'session', ...pool }, auth: { file: writeUserlist() } },
+    db.url,
+  )
+  proxies.push(proxy)
+  return proxy
+}
+
+async function connect(proxy: TestProxy): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: proxy.url('postgres', db.name, POOL_PASSWORD) })
+  await client.connect()
+  return client
+}
+
+const backendPid = async (client: pg.Client): Promise<number> =>
+  (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid
+
+describe('pool lifecycle', () => {
+  test('a client waiting longer than waitTimeoutMs is told so', async () => {
+    const proxy = await pooledProxy({ size: 1, waitTimeoutMs: 200 })
+    const holder = await connect(proxy)
+    await expect(connect(proxy)).rejects.toMatchObject({
+      code: '08P01',
+      message: expect.stringContaining('timeout waiting for a server connection'),
+    })
+    await holder.end()
+    const next = await connect(proxy)
+    await next.end()
+  })
+
+  test('a server connection that died while idle is replaced at checkout', async () => {
+    const proxy = await pooledProxy({ size: 1 })
+    const first = await connect(proxy)
+    const pid = await backendPid(first)
+    await first.end()
+    await adminQuery(`SELECT pg_terminate_backend(${pid})`)
+    const second = await connect(proxy)
+    expect(await backendPid(second)).not.toBe(pid)
+    await second.end()
+  })
+
+  test('idle connections close after idleTimeoutMs; minIdle are opened and kept', async () => {
+    const proxy = await pooledProxy({ size: 3, idleTimeoutMs: 300, minIdle: 1 })
+    const clients = await Promise.all([connect(proxy), connect(proxy), connect(proxy)])
+    const before = await backendsOf(db.name)
+    await Promise.all(clients.map((client) => client.end()))
+    expect(before).toBeGreaterThanOrEqual(3)
+    // Every connection idles out; the sweep then opens one for minIdle.
+    await expect.poll(() => backendsOf(db.name), { timeout: 5000, interval: 100 }).toBe(1)
+  })
+
+  test('a connection older than maxLifetimeMs is not lent again', async () => {
+    const proxy = await pooledProxy({ size: 1, maxLifetimeMs: 200 })
+    const first = await connect(proxy)
+    const pid = await backendPid(first)
+    await first.end()
+    await expect
+      .poll(
+        async () =>
+          (await adminQuery(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${pid}`))
+            .rows[0].n,
+        { timeout: 5000 },
+      )
+      .toBe(0)
+    const second = await connect(proxy)
+    expect(await backendPid(second)).not.toBe(pid)
+    await second.end()
+  })
+
+  test('pgbench -C (a connection per transaction) runs through a pool of 2', async () => {
+    const proxy = await pooledProxy({ size: 2 })
+    const run = (args: string[]) =>
+      runCommand(pgBin('pgbench'), [...args, proxy.url('postgres', db.name)], {
+        env: { PGPASSWORD: POOL_PASSWORD, PGCONNECT_TIMEOUT: '5' },
+      })
+    expect((await run(['-i', '-s', '1', '-q'])).code).toBe(0)
+    // One client per thread: a pgbench thread blocks in connect, so clients sharing a thread
+    // with a waiting one could not give their connection back.
+    const result = await run(['-S', '-C', '-c', '4', '-j', '4', '-T', '2', '-n'])
+    expect(result.stderr).toBe('')
+    expect(result.stdout).toMatch(/number of failed transactions: 0 /)
+    expect(await backendsOf(db.name)).toBeLessThanOrEqual(2)
+  })
+})

@@ -1,0 +1,34 @@
+import { describe, expect, test } from 'vitest'
+import { statementEffects } from '../../src/pool/transaction-rules.js'
+
+describe('what transaction pooling reads from a statement', () => {
+  test.each([
+    ['listen jobs', 'LISTEN'],
+    ['SELECT 1; LISTEN jobs', 'LISTEN'],
+    ['select pg_try_advisory_lock(7)', 'session advisory locks'],
+    ['DECLARE c CURSOR WITH HOLD FOR SELECT 1', 'DECLARE … WITH HOLD'],
+    ['CREATE TEMPORARY TABLE t (x int)', 'temporary tables kept between transactions'],
+    ['create local temp table t (x int) on commit delete rows', 'temporary tables'],
+  ])('%s is refused', (sql, feature) => {
+    expect(statementEffects(sql).refused).toContain(feature)
+  })
+
+  test.each([
+    "SELECT 'LISTEN x', pg_advisory_xact_lock(1)",
+    'CREATE TEMP TABLE t (x int) ON COMMIT DROP',
+    'DECLARE c CURSOR WITHOUT HOLD FOR SELECT 1',
+    'SELECT 1 /* LISTEN */',
+  ])('%s is allowed', (sql) => {
+    expect(statementEffects(sql).refused).toBeNull()
+  })
+
+  test('settings and prepared statements it may change', () => {
+    expect(statementEffects('SELECT 1').touchesSettings).toBe(false)
+    expect(statementEffects("SELECT 'set'").touchesSettings).toBe(false)
+    expect(statementEffects('SET app.fencing_token = 1').touchesSettings).toBe(true)
+    expect(statementEffects("select set_config('a.b', '1', false)").touchesSettings).toBe(true)
+    expect(statementEffects('DISCARD ALL').forgets).toBe('all')
+    expect(statementEffects('DEALLOCATE PREPARE s1').forgets).toBe('s1')
+    expect(statementEffects('DEALLOCATE ALL').forgets).toBe('all')
+  })
+})
