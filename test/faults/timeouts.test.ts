@@ -47,15 +47,18 @@ async function timed(promise: Promise<unknown>): Promise<{ code: string; ms: num
   return { code, ms: performance.now() - started }
 }
 
-/** The keepalive timers (in seconds) that `ss` shows on this process's sockets matching `filter`. */
-function keepaliveTimers(filter: string): number[] {
+/**
+ * The keepalive timers (in seconds) that `ss` shows on this process's sockets matching `filter`;
+ * null for a socket whose timer is the retransmission one (data not acknowledged yet).
+ */
+function keepaliveTimers(filter: string): (number | null)[] {
   const out = execFileSync('ss', ['-tnoH', 'state', 'established', filter], { encoding: 'utf8' })
   return out
     .split('\n')
     .filter((line) => line.trim() !== '')
     .map((line) => {
       const timer = /timer:\(keepalive,(?:(\d+)min)?(?:([\d.]+)sec)?(?:(\d+)ms)?/.exec(line)
-      if (!timer) return Number.NaN
+      if (!timer) return null
       return Number(timer[1] ?? 0) * 60 + Number(timer[2] ?? 0) + Number(timer[3] ?? 0) / 1000
     })
 }
@@ -63,11 +66,19 @@ function keepaliveTimers(filter: string): number[] {
 test('keepalive probes are armed on the client and the upstream socket', async () => {
   const { relay, proxy, client } = await start({ tcpKeepalive: { idleMs: 7000 } })
   await (await client()).query('SELECT 1')
-  const upstream = keepaliveTimers(`dport = :${relay.port}`)
-  const clients = keepaliveTimers(`sport = :${proxy.port}`)
+  let upstream: (number | null)[] = []
+  let clients: (number | null)[] = []
+  await waitFor(
+    () => {
+      upstream = keepaliveTimers(`dport = :${relay.port}`)
+      clients = keepaliveTimers(`sport = :${proxy.port}`)
+      return [...upstream, ...clients].every((seconds) => seconds !== null)
+    },
+    { what: 'keepalive timers once no data is in flight' },
+  )
   expect(upstream).toHaveLength(1)
   expect(clients).toHaveLength(1)
-  for (const seconds of [...upstream, ...clients]) expect(seconds).toBeLessThanOrEqual(7)
+  for (const seconds of [...upstream, ...clients]) expect(seconds!).toBeLessThanOrEqual(7)
 })
 
 test('a query to a black-holed upstream fails within queryTimeoutMs, outcome unknown', async () => {

@@ -1,4 +1,5 @@
 import pg from 'pg'
+import { waitFor } from '../e2e/support/wait.js'
 import { parseConfig } from '../../src/config/load.js'
 import { createLogger } from '../../src/log.js'
 import { startProxy, type RunningProxy } from '../../src/proxy/proxy-server.js'
@@ -58,6 +59,9 @@ export async function ormStack(
         Object.fromEntries(Object.entries(row).map(([k, v]) => [k, String(v)])),
       )[0],
     close: async () => {
+      // A pool's end() resolves before its clients' Terminate reached the proxy: wait for them,
+      // or the proxy's shutdown would tell the leaving clients 57P01.
+      await waitFor(() => proxy.connectionCount() === 0, { what: 'the ORM clients to leave' })
       await proxy.close()
       await admin.end()
       await db.drop()
