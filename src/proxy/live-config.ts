@@ -19,6 +19,8 @@ import type { RegisteredSession } from './session-registry.js'
 export class LiveConfig {
   /** Rewrite cache lookups of settings a reload replaced, so the metric never goes back. */
   private retired: CacheLookups = { hits: 0, misses: 0 }
+  /** Called after each reload that took effect (what reads the config only once re-reads it). */
+  onReloaded: () => void = () => {}
 
   private constructor(
     public config: Config,
@@ -66,6 +68,7 @@ export class LiveConfig {
     const next = reloadableConfig(this.config, loaded)
     this.replace(next, await sessionSettings(next, this.nativeRelay, this.logger))
     for (const session of sessions) session.reconfigure()
+    this.onReloaded()
     this.logger.info(
       { fencedTables: next.fencing.tables.length, fencedResources: next.fencing.resources.length },
       'configuration reloaded',

@@ -242,7 +242,12 @@ export async function startProxy(
       void serve(connection, log)
     })
   }
-  const stopTimeouts = watchSessionTimeouts(registry, config.limits)
+  // The sweep is armed only while a timeout is set: a reload may arm, change or stop it.
+  let stopTimeouts = watchSessionTimeouts(registry, live.config.limits)
+  live.onReloaded = () => {
+    stopTimeouts()
+    stopTimeouts = watchSessionTimeouts(registry, live.config.limits)
+  }
   const admin: AdminHttpServer | undefined =
     config.admin?.listen &&
     (await startAdminHttp(

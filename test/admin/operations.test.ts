@@ -252,6 +252,28 @@ describe('admin console', () => {
   })
 })
 
+test('a reload arms the idle-in-transaction timeout for sessions already open', async () => {
+  const configFile = join(workDir, 'timeouts.yaml')
+  const writeConfig = (limits: object) =>
+    writeFileSync(configFile, stringify({ log: { level: 'silent' }, limits }))
+  writeConfig({})
+  const proxy = await startOperatedProxy({}, db.url, configFile)
+  const before = new pg.Client({ connectionString: proxy.url() })
+  const cut = new Promise<string>((resolve) =>
+    before.on('error', (err) => resolve((err as Error & { code: string }).code)),
+  )
+  try {
+    await before.connect()
+    writeConfig({ idleTransactionTimeoutMs: 300 })
+    await proxy.reload()
+    await before.query('BEGIN')
+    expect(await cut).toBe('25P03')
+  } finally {
+    await before.end().catch(() => {})
+    await proxy.close()
+  }
+})
+
 test('psql connects over the Unix socket', async () => {
   const proxy = await startOperatedProxy({ listen: { unixSocketDir: workDir } })
   const socketPath = join(workDir, `.s.PGSQL.${proxy.port}`)

@@ -23,6 +23,8 @@ export interface TestProxy {
   nativeSessionCount(): number
   /** The admin endpoint's port, when admin.listen is set. */
   adminPort?: number
+  /** Re-reads the config file given as `options.configFile`. */
+  reload(): Promise<void>
   close(): Promise<void>
 }
 
@@ -73,6 +75,7 @@ export async function startTestProxy(
     },
     nativeSessionCount: () => server.nativeSessionCount(),
     adminPort: server.adminPort,
+    reload: () => server.reload(),
     close: () => server.close(),
   }
 }
