@@ -56,7 +56,8 @@ describe('pool lifecycle', () => {
     const first = await connect(proxy)
     const pid = await backendPid(first)
     await first.end()
-    await adminQuery(`SELECT pg_terminate_backend(${pid})`)
+    // With a timeout, pg_terminate_backend returns once the backend has exited.
+    await adminQuery(`SELECT pg_terminate_backend(${pid}, 5000)`)
     const second = await connect(proxy)
     expect(await backendPid(second)).not.toBe(pid)
     await second.end()
