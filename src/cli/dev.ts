@@ -45,6 +45,7 @@ export async function run(argv: string[]): Promise<number> {
     const proxy = await startProxy(config, {
       logger,
       rewriter: await createFencingRewriter(config),
+      collectAfterChurn: true,
     })
     const url = `postgres://postgres:postgres@${proxy.host}:${proxy.port}/${demoDatabase}`
     process.stdout.write(

@@ -8,7 +8,11 @@ export async function run(argv: string[]): Promise<number> {
   const { values } = parseArgs({ args: argv, options: { config: { type: 'string', short: 'c' } } })
   const config = values.config ? loadConfigFile(values.config) : defaultConfig()
   const logger = createLogger(config.log.level)
-  const proxy = await startProxy(config, { logger, configFile: values.config })
+  const proxy = await startProxy(config, {
+    logger,
+    configFile: values.config,
+    collectAfterChurn: true,
+  })
   // A refused reload is logged by the proxy; the running configuration stays.
   const reload = () => void proxy.reload().catch(() => {})
   process.on('SIGHUP', reload)

@@ -8,10 +8,10 @@ const CLOSED_SESSIONS_PER_COLLECTION = 100
 const QUIET_MS = 500
 
 /** V8's full collection, which Node exposes only under --expose-gc. */
-const collect: () => void = (() => {
+function fullCollection(): () => void {
   v8.setFlagsFromString('--expose-gc')
   return vm.runInNewContext('gc') as () => void
-})()
+}
 
 /**
  * Collects the JavaScript heap once many sessions have closed and closing has paused. A
@@ -24,6 +24,7 @@ const collect: () => void = (() => {
 export class ChurnCollector {
   private closed = 0
   private timer: NodeJS.Timeout | null = null
+  private readonly collect = fullCollection()
 
   sessionClosed(): void {
     if (++this.closed < CLOSED_SESSIONS_PER_COLLECTION) return
@@ -34,7 +35,7 @@ export class ChurnCollector {
   private run(): void {
     this.timer = null
     this.closed = 0
-    collect()
+    this.collect()
     nativeRelayModule?.releaseFreeMemory()
   }
 }

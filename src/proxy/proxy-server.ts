@@ -32,6 +32,11 @@ export interface ProxyOptions extends SettingsOptions {
   logger?: Logger
   /** The config file that reload() re-reads (SIGHUP, the console's RELOAD). */
   configFile?: string
+  /**
+   * Runs V8's full collection after waves of closed sessions (see ChurnCollector). It turns on
+   * --expose-gc for the whole process, so only the CLI, which owns the process, asks for it.
+   */
+  collectAfterChurn?: boolean
 }
 
 const SHUTDOWN = new PgError('57P01', 'terminating connection due to administrator command')
@@ -91,7 +96,7 @@ export async function startProxy(
   const live = await LiveConfig.create(config, nativeRelay, logger, options)
   const registry = new SessionRegistry()
   const { connections } = registry
-  const churn = new ChurnCollector()
+  const churn = options.collectAfterChurn ? new ChurnCollector() : null
   let nextId = 0
   let draining = false
   const metrics = new ProxyMetrics(
@@ -154,7 +159,7 @@ export async function startProxy(
         void session.closed.then(() => {
           clearTimeout(startupTimer)
           login?.done()
-          churn.sessionClosed()
+          churn?.sessionClosed()
         })
         registry.add(session, {
           id: connectionId(log),
