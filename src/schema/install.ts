@@ -1,6 +1,7 @@
 import type { FencingConfig } from '../config/schema.js'
 import { fencedTables } from '../rewrite/tables.js'
 import { quoteIdent, quoteLiteral } from '../rewrite/sql-text.js'
+import { fenceDescendantsSql, recordRowFenceSql } from './fence-descendants.js'
 import { fenceHelpersSql } from './fence-helpers.js'
 import { fenceTriggersSql } from './fence-triggers.js'
 import type { ResolvedTable } from './resolve-tables.js'
@@ -12,8 +13,9 @@ const migrationLockKey = 0x7066656e6365
 
 /**
  * Everything `pgfence migrate` runs, in one transaction, idempotently: the pgfence schema, the
- * helpers, the token source, the resource fences, the maintenance role, and for each fenced
- * table its fence column if missing and its fence triggers (see fence-triggers.ts). Adding a
+ * helpers, the token source, the resource fences, the maintenance role, the event trigger that
+ * fences tables joining a fenced tree later (fence-descendants.ts), and for each fenced table
+ * its fence column if missing, its fence triggers (see fence-triggers.ts) and its record. Adding a
  * column with a constant default is a catalog-only change. With the tables the names resolved to
  * in the database (resolve-tables.ts), each is named with the schema it resolved in.
  */
@@ -34,7 +36,7 @@ export function installSql(fencing: FencingConfig, resolved?: ResolvedTable[]): 
       table.requireToken,
       fencing.rejectUnissuedTokens,
     ]
-    return `SELECT pgfence.fence_table(${args.join(', ')});`
+    return `SELECT pgfence.fence_table(${args.join(', ')});\n${recordRowFenceSql(args)}`
   })
   return [
     'BEGIN;',
@@ -45,6 +47,7 @@ export function installSql(fencing: FencingConfig, resolved?: ResolvedTable[]): 
     tokenSourceSql.trim(),
     resourceFencesSql.trim(),
     fenceTriggersSql.trim(),
+    fenceDescendantsSql.trim(),
     ...tables,
     'COMMIT;',
     '',
