@@ -49,7 +49,7 @@ export class TableNameChecks {
     private readonly recheckMs = RECHECK_MS,
   ) {
     this.names = configuredNames(fencing)
-    const descendants = unfencedDescendantsSql(this.names)
+    const descendants = unfencedDescendantsSql(fencing)
     this.sql = [candidatesSql(this.names), descendants].filter(Boolean).join(';\n')
   }
 

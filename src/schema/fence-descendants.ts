@@ -1,13 +1,25 @@
+import { quoteLiteral } from '../rewrite/sql-text.js'
+import { resourceGateTrigger } from './resource-gates.js'
+
 /** The event trigger that fences tables joining a fenced table's tree after `pgfence migrate`. */
 export const descendantsTriggerName = 'pgfence_fence_descendants'
+
+/** The triggers every member of a row-fenced table's tree has once fenced (fence-triggers.ts). */
+export const rowFenceTriggers = ['pgfence_fence_truncate', 'pgfence_fence_update']
+/** And of a fixed resource's member table (resource-gates.ts). */
+export const resourceGateTriggers = [resourceGateTrigger, `${resourceGateTrigger}_truncate`]
+
+/** A text[] literal. */
+export const sqlArray = (items: string[]): string => `ARRAY[${items.map(quoteLiteral).join(', ')}]`
 
 /**
  * Tables that join a fenced table's tree later: PostgreSQL clones row triggers to new
  * partitions, but not the TRUNCATE trigger, and gives an inheritance child nothing at all.
  *
- * `pgfence.row_fences` records what `pgfence migrate` fenced (and with which arguments), and
- * `pgfence.unfenced_descendants` lists the members of those trees that lack a fence trigger,
- * with the arguments of their nearest fenced ancestor. An event trigger at the end of every
+ * `pgfence.row_fences` records what `pgfence migrate` fenced (and with which arguments), as
+ * `pgfence.resource_gates` does for resource members (resource-gates.ts), and
+ * `pgfence.unfenced_descendants` lists the members of those trees that lack one of their
+ * triggers, with their nearest fenced ancestor. An event trigger at the end of every
  * CREATE TABLE and ALTER TABLE fences them; only a superuser (on RDS, rds_superuser) may create
  * one, so elsewhere migrate warns and the proxy refuses writes to them (table-name-checks.ts).
  */
@@ -34,29 +46,29 @@ CREATE OR REPLACE FUNCTION pgfence.record_row_fence(
 $fn$;
 
 CREATE OR REPLACE VIEW pgfence.unfenced_descendants AS
-WITH RECURSIVE tree(relid, fenced, depth) AS (
-  SELECT f.relid, f.relid, 0 FROM pgfence.row_fences f
+WITH RECURSIVE tree(relid, fenced, kind, triggers, depth) AS (
+  SELECT relid, relid, 'row', ${sqlArray(rowFenceTriggers)}, 0 FROM pgfence.row_fences
   UNION ALL
-  SELECT i.inhrelid, t.fenced, t.depth + 1
+  SELECT relid, relid, 'resource', ${sqlArray(resourceGateTriggers)}, 0 FROM pgfence.resource_gates
+  UNION ALL
+  SELECT i.inhrelid, t.fenced, t.kind, t.triggers, t.depth + 1
     FROM pg_catalog.pg_inherits i JOIN tree t ON i.inhparent = t.relid
 ), nearest AS (
-  SELECT DISTINCT ON (relid) relid, fenced, depth FROM tree ORDER BY relid, depth
+  SELECT DISTINCT ON (relid, kind) * FROM tree ORDER BY relid, kind, depth
 )
-SELECT n.relid::regclass AS relid, n.fenced::regclass AS fenced,
-       f.col, f.setting, f.required, f.unissued
-  FROM nearest n JOIN pgfence.row_fences f ON f.relid = n.fenced
+SELECT n.relid::regclass AS relid, n.fenced::regclass AS fenced, n.kind
+  FROM nearest n
  WHERE n.depth > 0
-   AND (NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
-                     WHERE t.tgrelid = n.relid AND t.tgname = 'pgfence_fence_truncate')
-     OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
-                     WHERE t.tgrelid = n.relid AND t.tgname = 'pgfence_fence_update'));
+   AND NOT n.triggers <@ ARRAY(SELECT g.tgname::text FROM pg_catalog.pg_trigger g WHERE g.tgrelid = n.relid);
 GRANT SELECT ON pgfence.unfenced_descendants TO PUBLIC;
 
--- Fences the unfenced descendants in the trees of the tables a DDL command created or altered
--- (CREATE TABLE ... INHERITS / PARTITION OF, ALTER TABLE ... INHERIT / ATTACH PARTITION).
+-- Fences (and gates, resource-gates.ts) the descendants that lack it in the trees of the tables
+-- a DDL command created or altered (CREATE TABLE ... INHERITS / PARTITION OF, ALTER TABLE ...
+-- INHERIT / ATTACH PARTITION).
 CREATE OR REPLACE FUNCTION pgfence.fence_new_descendants() RETURNS event_trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
+  touched oid[];
   member record;
 BEGIN
   -- fence_table's own ALTER TABLEs end here too: they must not start it again.
@@ -64,16 +76,28 @@ BEGIN
     RETURN;
   END IF;
   PERFORM pg_catalog.set_config('pgfence.fencing_descendants', 'on', true);
-  FOR member IN
+  touched := ARRAY(
     WITH RECURSIVE tree(relid) AS (
       SELECT objid FROM pg_catalog.pg_event_trigger_ddl_commands() WHERE object_type = 'table'
       UNION
       SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN tree ON i.inhparent = tree.relid
     )
-    SELECT u.* FROM pgfence.unfenced_descendants u JOIN tree ON tree.relid = u.relid
+    SELECT relid FROM tree);
+  FOR member IN
+    SELECT u.relid, u.kind, f.col, f.setting, f.required, f.unissued,
+           g.resource, g.setting AS gate_setting, g.unissued AS gate_unissued
+      FROM pgfence.unfenced_descendants u
+      LEFT JOIN pgfence.row_fences f ON u.kind = 'row' AND f.relid = u.fenced
+      LEFT JOIN pgfence.resource_gates g ON u.kind = 'resource' AND g.relid = u.fenced
+     WHERE u.relid = ANY (touched)
   LOOP
-    PERFORM pgfence.fence_table(member.relid, member.col, member.setting, member.required,
-      member.unissued);
+    IF member.kind = 'row' THEN
+      PERFORM pgfence.fence_table(member.relid, member.col, member.setting, member.required,
+        member.unissued);
+    ELSE
+      PERFORM pgfence.gate_table(member.relid, member.resource, member.gate_setting,
+        member.gate_unissued);
+    END IF;
   END LOOP;
   PERFORM pg_catalog.set_config('pgfence.fencing_descendants', '', true);
 END

@@ -1,11 +1,10 @@
+import type { FencingConfig } from '../config/schema.js'
 import { quoteIdent, quoteLiteral } from '../rewrite/sql-text.js'
-import type { UnresolvedName } from '../rewrite/tables.js'
+import { fencedTables, resourceTables, type UnresolvedName } from '../rewrite/tables.js'
 import type { ConfiguredName } from './resolve-tables.js'
+import { resourceGateTriggers, rowFenceTriggers, sqlArray } from './fence-descendants.js'
 
-/** The triggers every member of a row-fenced table's tree has once fenced (fence-triggers.ts). */
-const rowFenceTriggers = ['pgfence_fence_truncate', 'pgfence_fence_update']
-
-const relationText = (name: ConfiguredName): string =>
+const relationText = (name: { schema: string | undefined; name: string }): string =>
   [name.schema, name.name]
     .filter((part): part is string => part !== undefined)
     .map(quoteIdent)
@@ -13,33 +12,39 @@ const relationText = (name: ConfiguredName): string =>
 
 /**
  * One catalog query (simple protocol) listing the partitions and inheritance children, at any
- * depth, of the configured row-fenced tables that lack a fence trigger: tables created or
- * attached after `pgfence migrate` where its event trigger (fence-descendants.ts) is missing.
- * Each name resolves as PostgreSQL resolves it in the session. Columns: ord, schema, name,
- * partition. Null when no name is row-fenced.
+ * depth, of the configured row-fenced tables and fixed resources' member tables that lack one
+ * of their triggers: tables created or attached after `pgfence migrate` where its event trigger
+ * (fence-descendants.ts) is missing. Each name resolves as PostgreSQL resolves it in the
+ * session; `ord` is its place in configuredNames. Columns: ord, schema, name, partition. Null
+ * when no name has triggers.
  */
-export function unfencedDescendantsSql(names: ConfiguredName[]): string | null {
-  const fenced = names
-    .map((name, ord) => ({ name, ord }))
-    .filter(({ name }) => name.column !== undefined)
-    .map(({ name, ord }) => `(${ord}, ${quoteLiteral(relationText(name))})`)
-  if (fenced.length === 0) return null
-  const lacks = rowFenceTriggers
+export function unfencedDescendantsSql(fencing: FencingConfig): string | null {
+  const rows = fencedTables(fencing).map((table) => ({ table, triggers: rowFenceTriggers }))
+  const members = resourceTables(fencing).map((table) => ({
+    table,
+    triggers: table.resource.kind === 'fixed' ? resourceGateTriggers : [],
+  }))
+  const wanted = [...rows, ...members]
+    .map(({ table, triggers }, ord) => ({ table, triggers, ord }))
+    .filter(({ triggers }) => triggers.length > 0)
     .map(
-      (trigger) => `NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger g
-                      WHERE g.tgrelid = c.oid AND g.tgname = ${quoteLiteral(trigger)})`,
+      ({ table, triggers, ord }) =>
+        `(${ord}, ${quoteLiteral(relationText(table))}, ${sqlArray(triggers)})`,
     )
-    .join('\n      OR ')
-  return `WITH RECURSIVE tree(ord, relid, depth) AS (
-  SELECT w.ord, pg_catalog.to_regclass(w.rel)::oid, 0 FROM (VALUES ${fenced.join(', ')}) AS w(ord, rel)
+  if (wanted.length === 0) return null
+  return `WITH RECURSIVE tree(ord, relid, triggers, depth) AS (
+  SELECT w.ord, pg_catalog.to_regclass(w.rel)::oid, w.triggers, 0
+    FROM (VALUES ${wanted.join(', ')}) AS w(ord, rel, triggers)
   UNION ALL
-  SELECT t.ord, i.inhrelid, t.depth + 1 FROM pg_catalog.pg_inherits i JOIN tree t ON i.inhparent = t.relid
+  SELECT t.ord, i.inhrelid, t.triggers, t.depth + 1
+    FROM pg_catalog.pg_inherits i JOIN tree t ON i.inhparent = t.relid
 )
 SELECT DISTINCT t.ord, n.nspname AS schema, c.relname AS name, c.relispartition AS partition
   FROM tree t
   JOIN pg_catalog.pg_class c ON c.oid = t.relid
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
- WHERE t.depth > 0 AND (${lacks})
+ WHERE t.depth > 0
+   AND NOT t.triggers <@ ARRAY(SELECT g.tgname::text FROM pg_catalog.pg_trigger g WHERE g.tgrelid = c.oid)
  ORDER BY 1, 2, 3`
 }
 

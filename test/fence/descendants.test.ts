@@ -22,6 +22,7 @@ const schemaSql = `
 CREATE TABLE items (id int, region text NOT NULL DEFAULT 'eu', status text NOT NULL);
 CREATE TABLE orders (id int, region text NOT NULL, status text NOT NULL) PARTITION BY LIST (region);
 CREATE TABLE orders_eu PARTITION OF orders FOR VALUES IN ('eu');
+CREATE TABLE payouts (id int, amount int);
 `
 const laterSql = `
 CREATE TABLE items_late () INHERITS (items);
@@ -33,6 +34,7 @@ CREATE TABLE orders_ap (LIKE orders);
 ALTER TABLE orders ATTACH PARTITION orders_ap FOR VALUES IN ('ap');
 CREATE TABLE orders_sa PARTITION OF orders FOR VALUES IN ('sa') PARTITION BY LIST (status);
 CREATE TABLE orders_sa_new PARTITION OF orders_sa DEFAULT;
+CREATE TABLE payouts_late () INHERITS (payouts);
 `
 const later = [
   { table: 'items_late', region: 'eu' },
@@ -42,13 +44,20 @@ const later = [
   { table: 'orders_sa_new', region: 'sa' },
 ]
 
+// payouts: a member table of a fixed resource, gated by a statement trigger.
+const fencing = {
+  tables: [{ name: 'items' }, { name: 'orders' }],
+  resources: [{ tables: ['payouts'], resource: 'payments' }],
+}
+const payoutsLate = 'INSERT INTO payouts_late (id, amount) VALUES (1, 1)'
+
 let dir: string
 let configFile: string
 
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'pgfence-descendants-'))
   configFile = join(dir, 'pgfence.yaml')
-  writeFileSync(configFile, 'fencing:\n  tables:\n    - name: items\n    - name: orders\n')
+  writeFileSync(configFile, `fencing:\n  ${JSON.stringify(fencing)}\n`)
 })
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -127,8 +136,14 @@ describe('with the event trigger (migrated by a superuser)', () => {
     expect(triggers.rows).toEqual([{ evtenabled: 'A' }])
   })
 
-  test('no descendant is left unfenced', async () => {
+  test('no descendant is left unfenced or ungated', async () => {
     expect((await admin.query('SELECT * FROM pgfence.unfenced_descendants')).rows).toEqual([])
+    await direct.query('RESET ALL')
+    expect(await sqlstateOf(direct.query(payoutsLate))).toBe('PF428')
+    await direct.query('SET app.fencing_token = 7')
+    expect(await sqlstateOf(direct.query(payoutsLate))).toBe('ok')
+    const fence = await admin.query('SELECT resource, token::text FROM pgfence.resource_fences')
+    expect(fence.rows).toEqual([{ resource: 'payments', token: '7' }])
   })
 
   test.each(later)('$table: stale, missing and fresh tokens on a direct connection', async (t) => {
@@ -161,7 +176,7 @@ describe('without the event trigger (migrated by a table owner)', () => {
     const config = parseConfig({
       listen: { host: '127.0.0.1', port: 0 },
       upstream: { host: db.host, port: db.port, tls: 'disable' },
-      fencing: { tables: [{ name: 'items' }, { name: 'orders' }] },
+      fencing,
       relay: relayUnderTest(),
     })
     proxy = await startProxy(config, { logger: capturingLogger(logs) })
@@ -190,13 +205,21 @@ describe('without the event trigger (migrated by a table owner)', () => {
 
   test('the database lists what is unfenced', async () => {
     const unfenced = await admin.query(
-      'SELECT relid::text, fenced::text FROM pgfence.unfenced_descendants ORDER BY 1',
+      "SELECT relid::text, fenced::text FROM pgfence.unfenced_descendants WHERE kind = 'row' ORDER BY 1",
     )
     expect(unfenced.rows).toEqual(
       [...later.map((t) => t.table), 'orders_sa'].sort().map((relid) => ({
         relid,
         fenced: relid.startsWith('items') ? 'items' : 'orders',
       })),
+    )
+  })
+
+  test('a later child of a resource member: pgfence refuses writes to it (PF501)', async () => {
+    await client.query('SET app.fencing_token = 7')
+    expect(await sqlstateOf(client.query(payoutsLate))).toBe('PF501')
+    expect(await sqlstateOf(client.query('INSERT INTO payouts (id, amount) VALUES (2, 2)'))).toBe(
+      'ok',
     )
   })
 
@@ -228,7 +251,9 @@ describe('without the event trigger (migrated by a table owner)', () => {
   test('each is logged at error once, naming the table', () => {
     const errors = logs.filter((r) => r.level === 50)
     expect(errors.map((r) => r.table).sort()).toEqual(
-      [...later.map((t) => t.table), 'orders_sa'].map((t) => `"public"."${t}"`).sort(),
+      [...later.map((t) => t.table), 'orders_sa', 'payouts_late']
+        .map((t) => `"public"."${t}"`)
+        .sort(),
     )
     expect(errors[0]).toMatchObject({ database: db.name, msg: expect.stringContaining('migrate') })
   })
@@ -237,6 +262,7 @@ describe('without the event trigger (migrated by a table owner)', () => {
     expect(await runMigrate(db.url)).toMatchObject({ code: 0, err: '' })
     expect((await admin.query('SELECT * FROM pgfence.unfenced_descendants')).rows).toEqual([])
     await admin.query('CREATE TABLE items_latest () INHERITS (items)')
+    await admin.query('CREATE TABLE payouts_latest () INHERITS (payouts)')
     expect((await admin.query('SELECT * FROM pgfence.unfenced_descendants')).rows).toEqual([])
   })
 })
