@@ -13,6 +13,7 @@ const nodeRelaySuites = [
   'test/faults/outcomes.test.ts',
   'test/faults/invariant.test.ts',
   'test/fencing-e2e/readable-errors.test.ts',
+  'test/fence/maintenance-log.test.ts',
 ]
 
 export default defineConfig({

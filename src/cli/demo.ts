@@ -110,9 +110,9 @@ function describeWrite(event: DemoEvent): string {
  * source at 100 or above, so every round tells the same story and tokens never go back.
  */
 async function resetInvoice(env: DemoEnvironment): Promise<void> {
-  await prepareDemoDatabase(env.serverUrl, env.fencing)
+  // Before the fence schema: its gates fence the billing tables from their creation on.
+  await prepareDemoDatabase(env.serverUrl, env.fencing, billingTablesSql)
   await withClient(env.databaseUrl, async (client) => {
-    await client.query(billingTablesSql)
     await client.query(
       `SELECT setval('pgfence.token_seq', 100) FROM pgfence.token_seq WHERE last_value < 100`,
     )

@@ -7,6 +7,19 @@ import { resolveTables } from '../schema/resolve-tables.js'
 
 const usage = 'usage: pgfence migrate --config FILE --database-url URL [--dry-run]'
 
+/** A WARNING the install raised (what it could not do, and what to do about it), on stderr. */
+function reportWarning(notice: {
+  severity?: string
+  message?: string
+  detail?: string
+  hint?: string
+}): void {
+  if (notice.severity !== 'WARNING') return
+  const lines = [notice.message, notice.detail, notice.hint && `hint: ${notice.hint}`]
+  const text = lines.filter(Boolean).join('\n  ')
+  process.stderr.write(`pgfence migrate: warning: ${text.replace(/^pgfence: /, '')}\n`)
+}
+
 /** `pgfence migrate`: installs the pgfence schema and fence columns, idempotently. */
 export async function run(argv: string[]): Promise<number> {
   let values: { config?: string; 'database-url'?: string; 'dry-run'?: boolean }
@@ -39,6 +52,7 @@ export async function run(argv: string[]): Promise<number> {
     return 0
   }
   const client = new pg.Client({ connectionString: values['database-url'] })
+  client.on('notice', reportWarning)
   try {
     await client.connect()
     const { tables, problems } = await resolveTables(client, fencing)

@@ -44,10 +44,14 @@ export async function withClient<T>(
   }
 }
 
-/** Creates the demo database if missing, its invoices table and row 99, and the fence schema. */
+/**
+ * Creates the demo database if missing, its invoices table and row 99, the tables and rows of
+ * `moreSql` (run under maintenance too), and then the fence schema, which fences them all.
+ */
 export async function prepareDemoDatabase(
   serverUrl: (database: string) => string,
   fencing: FencingConfig,
+  moreSql = '',
 ): Promise<void> {
   await withClient(serverUrl('postgres'), async (client) => {
     const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [
@@ -56,7 +60,7 @@ export async function prepareDemoDatabase(
     if (rowCount === 0) await client.query(`CREATE DATABASE ${demoDatabase}`)
   })
   await withClient(serverUrl(demoDatabase), async (client) => {
-    await client.query(demoSchemaSql)
+    await client.query(demoSchemaSql + moreSql)
     await client.query(installSql(fencing))
   })
 }

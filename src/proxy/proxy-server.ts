@@ -192,6 +192,7 @@ export async function startProxy(
           cancelBackend: (key) => cancelBackend(config.upstream, key),
           onRejection: (code, table) => metrics.rejection(code, table),
           pooled: lendServer(pooled, pooling),
+          startupParams: params,
         })
         track(session)
         return session.startPooled(pooled.leftover)
@@ -223,6 +224,7 @@ export async function startProxy(
         loginDeadline: login.deadline,
         cancelBackend: (key) => cancelBackend(config.upstream, key),
         onRejection: (code, table) => metrics.rejection(code, table),
+        startupParams: params,
       }))
       track(session)
       session.start(handshake.packet.bytes, handshake.leftover)

@@ -9,8 +9,13 @@ import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
 import { decodeParameterStatus } from '../wire/parameter-status.js'
 import { Backend, Frontend, FRONTEND_TYPE_CHARS } from '../wire/protocol.js'
-import { logMaintenanceStatement } from './maintenance-log.js'
-import { interceptStatement, REWRITTEN_TYPES, TERMINATE_ONLY } from './statement-interceptor.js'
+import { idleBefore, MaintenanceLog } from './maintenance-log.js'
+import {
+  interceptStatement,
+  REWRITTEN_TYPES,
+  TERMINATE_ONLY,
+  WITH_BIND_TYPES,
+} from './statement-interceptor.js'
 import { RequestTracker, type RequestProgress } from './request-progress.js'
 import { cutError, type CutReason } from './cut-outcome.js'
 import { readableError } from './readable-errors.js'
@@ -32,8 +37,9 @@ const FLUSH_MARK = Buffer.alloc(0)
 const asciiOnly = (needles?: readonly string[]) =>
   needles?.every((needle) => Buffer.byteLength(needle) === needle.length) ? needles : undefined
 
-const interceptTypes = (rewriter: StatementRewriter | null) =>
-  rewriter ? REWRITTEN_TYPES : TERMINATE_ONLY
+/** `maintenance`: maintenance may be on, so every statement is logged. */
+const interceptTypes = (rewriter: StatementRewriter | null, maintenance: boolean) =>
+  rewriter ? (maintenance ? WITH_BIND_TYPES : REWRITTEN_TYPES) : TERMINATE_ONLY
 
 /** The DETAIL of PF409 as `pgfence.stale` words it (src/schema/fence-helpers.ts). */
 const STALE_DETAIL = /^incoming token (\d+) is lower than the committed token (\d+)/
@@ -58,6 +64,8 @@ export interface SessionOptions {
   onRejection(code: string, table: string): void
   /** The upstream is a pool's server connection, lent for this session (startPooled). */
   pooled?: PooledUpstream
+  /** The client's startup parameters: they may turn pgfence.maintenance on. */
+  startupParams?: Map<string, string>
 }
 
 /** Where a session stands, for metrics and the admin console. */
@@ -115,6 +123,7 @@ export class ProxySession {
   private nativeTransactions = 0
   /** Shutdown: the error to close with as soon as the session is idle. */
   private closingWhenIdle: PgError | null = null
+  private readonly maintenance: MaintenanceLog
 
   constructor(
     private readonly connection: ClientConnection,
@@ -123,6 +132,7 @@ export class ProxySession {
   ) {
     this.client = connection.socket
     this.closed = new Promise((resolve) => (this.markClosed = resolve))
+    this.maintenance = new MaintenanceLog(options.logger, options.startupParams)
     this.framer = new MessageFramer(
       {
         forward: (bytes) => void this.outgoing.push(bytes),
@@ -131,7 +141,7 @@ export class ProxySession {
         started: (bytes, pos, end) => this.requests.clientMessage(bytes, pos, end),
       },
       options.settings.current.limits.maxMessageBytes,
-      interceptTypes(options.settings.current.rewriter),
+      interceptTypes(options.settings.current.rewriter, this.maintenance.on),
     )
     this.scanner = new BackendScanner(
       (message) => this.onServerMessage(message),
@@ -214,7 +224,7 @@ export class ProxySession {
   reconfigure(): void {
     const { rewriter, limits } = this.options.settings.current
     this.framer.maxMessageBytes = limits.maxMessageBytes
-    this.framer.interceptTypes = interceptTypes(rewriter)
+    this.framer.interceptTypes = interceptTypes(rewriter, this.maintenance.on)
     this.native?.update(this.nativeSettings())
   }
 
@@ -365,10 +375,12 @@ export class ProxySession {
 
   private nativeSettings(): NativeRelaySettings {
     const { rewriter, queryCache, limits } = this.options.settings.current
-    const statementNeedles = asciiOnly(rewriter?.prefilterNeedles)
+    // Under maintenance every Query and Parse comes to JavaScript, to be logged.
+    const maintenance = this.maintenance.on
+    const statementNeedles = maintenance ? undefined : asciiOnly(rewriter?.prefilterNeedles)
     return {
       maxMessageBytes: limits.maxMessageBytes,
-      interceptTypes: rewriter ? 'QPX' : 'X',
+      interceptTypes: rewriter ? (maintenance ? 'QPXB' : 'QPX') : 'X',
       statementNeedles,
       // Only with needles: without them every Query would need a template, where rewriteQuery's
       // own prefilter spares most of them a parse.
@@ -388,14 +400,26 @@ export class ProxySession {
 
   /** The bytes to send upstream for one whole intercepted message. */
   private intercept(message: Buffer): Buffer {
+    if (message[0] === Frontend.Bind) {
+      this.observe(message)
+      return message
+    }
     if (message[0] !== Frontend.Terminate) return this.rewrite(message)
     this.terminating = true
     // A pooled server connection outlives the client: its goodbye stays with pgfence.
     return this.options.pooled ? Buffer.alloc(0) : message
   }
 
+  /** Logs the statement under maintenance; reconfigures both relays when that switches. */
+  private observe(message: Buffer): void {
+    const was = this.maintenance.on
+    const progress = this.native?.progress() ?? this.requests.snapshot()
+    this.maintenance.observe(message, idleBefore(message, progress))
+    if (this.maintenance.on !== was) this.reconfigure()
+  }
+
   private rewrite(message: Buffer): Buffer {
-    logMaintenanceStatement(message, this.options.logger)
+    this.observe(message)
     // A reload may have removed every fenced table while this message was on its way.
     const rewriter = this.options.settings.current.rewriter
     if (!rewriter) return message

@@ -14,6 +14,13 @@ function typeTable(types: number[]): Uint8Array {
  */
 export const REWRITTEN_TYPES = typeTable([Frontend.Terminate, Frontend.Query, Frontend.Parse])
 export const TERMINATE_ONLY = typeTable([Frontend.Terminate])
+/** Under pgfence.maintenance: Bind too, to log the execution of named statements. */
+export const WITH_BIND_TYPES = typeTable([
+  Frontend.Terminate,
+  Frontend.Query,
+  Frontend.Parse,
+  Frontend.Bind,
+])
 
 /** Text encoding that round-trips the client's bytes: UTF-8 when valid, else byte for byte. */
 export const encodingOf = (bytes: Buffer): BufferEncoding => (isUtf8(bytes) ? 'utf8' : 'latin1')

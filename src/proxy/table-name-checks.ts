@@ -8,7 +8,9 @@ import {
   resolveNames,
   type ConfiguredName,
 } from '../schema/resolve-tables.js'
-import { decodeQueryResult } from '../wire/query-result.js'
+import { unfencedDescendant, unfencedDescendantsSql } from '../schema/unfenced-descendants.js'
+import type { UnresolvedName } from '../rewrite/tables.js'
+import { decodeQueryResult, splitResults, type QueryResult } from '../wire/query-result.js'
 import type { LoginQuery } from './login-query.js'
 
 /** How often a database's names are resolved again (a session's login pays one round trip). */
@@ -19,9 +21,12 @@ interface DatabaseNames {
   checkedAt: number
   /** The problems logged for this database, so that each is logged once. */
   reported: Set<string>
-  /** Unresolved names as one key, to keep the rewriter (and its cache) while they stay. */
+  /** Refused names as one key, to keep the rewriter (and its cache) while they stay. */
   unresolvedKey: string
-  /** Refuses writes to look-alikes of unresolved names; null: the proxy's own rewriter. */
+  /**
+   * Refuses writes to look-alikes of unresolved names and to unfenced descendants of fenced
+   * tables; null: the proxy's own rewriter.
+   */
   rewriter: FencingRewriter | null
 }
 
@@ -29,7 +34,9 @@ interface DatabaseNames {
  * The configured table names, resolved in each database that sessions use, off the statement
  * path: the first session of a database (and one a minute after that) runs the catalog query
  * at login. A name that does not resolve is logged at error once, and the database's sessions
- * get a rewriter that refuses writes to tables spelled like it in another letter case.
+ * get a rewriter that refuses writes to tables spelled like it in another letter case. So is a
+ * partition or inheritance child of a fenced table that lacks its fence triggers (created after
+ * `pgfence migrate` where its event trigger could not be installed).
  */
 export class TableNameChecks {
   private readonly names: ConfiguredName[]
@@ -42,7 +49,8 @@ export class TableNameChecks {
     private readonly recheckMs = RECHECK_MS,
   ) {
     this.names = configuredNames(fencing)
-    this.sql = candidatesSql(this.names)
+    const descendants = unfencedDescendantsSql(fencing)
+    this.sql = [candidatesSql(this.names), descendants].filter(Boolean).join(';\n')
   }
 
   /** The rewriter for a database whose names do not all resolve; null when they do. */
@@ -66,23 +74,31 @@ export class TableNameChecks {
   }
 
   private record(database: string, state: DatabaseNames, messages: Buffer[]): void {
-    const { rows, error } = decodeQueryResult(messages)
+    const none: QueryResult = { rows: [] }
+    const [names = none, descendants = none] = splitResults(messages).map(decodeQueryResult)
+    const error = names.error ?? descendants.error
     if (error) {
       this.logger.warn({ database, err: error.message }, 'could not check fenced table names')
       return
     }
-    const { problems } = resolveNames(this.names, rows.map(candidateRow))
-    const messagesNow = new Set(problems.map((problem) => problem.message))
-    for (const problem of problems) {
-      if (!state.reported.has(problem.message))
-        this.logger.error({ database, table: problem.text }, problem.message)
+    const { problems } = resolveNames(this.names, names.rows.map(candidateRow))
+    const unfenced = descendants.rows.map((row) => unfencedDescendant(row, this.names))
+    const reports = [
+      ...problems.map((problem) => ({ table: problem.text, message: problem.message })),
+      ...unfenced.map((table) => ({ table: table.text, message: describe(table) })),
+    ]
+    for (const { table, message } of reports) {
+      if (!state.reported.has(message)) this.logger.error({ database, table }, message)
     }
-    state.reported = messagesNow
-    const unresolved = problems.filter((problem) => problem.unresolved)
-    const key = unresolved.map((problem) => problem.text).join('\0')
+    state.reported = new Set(reports.map((report) => report.message))
+    const refused: UnresolvedName[] = [...problems.filter((p) => p.unresolved), ...unfenced]
+    const key = refused.map((name) => name.text).join('\0')
     if (key === state.unresolvedKey) return
     state.unresolvedKey = key
-    state.rewriter =
-      unresolved.length === 0 ? null : new FencingRewriter(this.fencing, 4096, unresolved)
+    state.rewriter = refused.length === 0 ? null : new FencingRewriter(this.fencing, 4096, refused)
   }
 }
+
+/** A refused descendant's log line: the refusal's words. */
+const describe = ({ reason }: UnresolvedName): string =>
+  `${reason!.message}: ${reason!.detail}; ${reason!.hint}`

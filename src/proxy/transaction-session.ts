@@ -12,6 +12,7 @@ import { Backend, Frontend, FRONTEND_TYPES, HEADER_BYTES } from '../wire/protoco
 import { cutError, type CutReason } from './cut-outcome.js'
 import type { PooledClient, PoolingContext } from './pooled-startup.js'
 import type { SettingsHolder } from './live-settings.js'
+import { MaintenanceLog } from './maintenance-log.js'
 import type { SessionState } from './session.js'
 import { encodingOf, interceptStatement } from './statement-interceptor.js'
 
@@ -28,6 +29,9 @@ export interface TransactionSessionOptions {
   /** The server connection the client holds now, for its cancel requests. */
   held: { server: ServerConnection | null }
 }
+
+/** The messages that run statements: logged under pgfence.maintenance. */
+const loggedTypes = new Set<number>([Frontend.Query, Frontend.Parse, Frontend.Bind])
 
 const PARSE_COMPLETE = 0x31
 const CLOSE_COMPLETE = 0x33
@@ -75,6 +79,7 @@ export class TransactionSession {
   private closingWhenIdle: PgError | null = null
   /** Transaction pooling is relayed in JavaScript. */
   readonly relayedNatively = false
+  private readonly maintenance: MaintenanceLog
 
   constructor(
     private readonly connection: ClientConnection,
@@ -83,6 +88,7 @@ export class TransactionSession {
     this.client = connection.socket
     this.closed = new Promise((resolve) => (this.markClosed = resolve))
     this.settings = new Map(options.settings.map(([name, value]) => [name.toLowerCase(), value]))
+    this.maintenance = new MaintenanceLog(options.logger, new Map(options.settings))
     this.framer = new MessageFramer(
       {
         forward: () => {},
@@ -141,6 +147,11 @@ export class TransactionSession {
   private fromClient(message: Buffer): void {
     if (this.ended) return
     if (message[0] === Frontend.Terminate) return this.finish()
+    if (loggedTypes.has(message[0]!)) {
+      // Between transactions the client holds no server connection and nothing is in flight.
+      const idle = !this.server && !this.checkingOut && this.outstanding === 0
+      this.maintenance.observe(message, idle)
+    }
     if (this.server && !this.checkingOut) return this.send(message)
     this.waiting.push(message)
     if (!this.checkingOut) void this.checkout()

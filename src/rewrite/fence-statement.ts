@@ -124,19 +124,18 @@ function targetOf(range: RangeVar, ctx: FenceContext): Target | undefined {
 
 /**
  * A write to a table that a configured name, which resolves to nothing in this database, spells
- * ignoring letter case: most likely the table that was meant, so it is not passed unfenced.
+ * ignoring letter case (most likely the table that was meant), or to a descendant of a fenced
+ * table that lacks its fence triggers: it is not passed unfenced.
  */
 function refuseLookalike(range: RangeVar, ctx: FenceContext): undefined {
   const name = matchIgnoringCase(ctx.unresolved, range)
   if (!name) return undefined
-  const relation = relationOf(range)
-  throw new Refusal(
-    'PF501',
-    'table is not fenced because its configured name does not match it',
-    `fenced table name ${JSON.stringify(name.text)} resolves to no table in this database; names are case-sensitive`,
-    `write the table's exact name in fencing.tables of the pgfence config and run pgfence migrate`,
-    relation,
-  )
+  const { message, detail, hint } = name.reason ?? {
+    message: 'table is not fenced because its configured name does not match it',
+    detail: `fenced table name ${JSON.stringify(name.text)} resolves to no table in this database; names are case-sensitive`,
+    hint: `write the table's exact name in fencing.tables of the pgfence config and run pgfence migrate`,
+  }
+  throw new Refusal('PF501', message, detail, hint, relationOf(range))
 }
 
 const advance = (t: Target): Node => expr(t.advance)

@@ -71,14 +71,12 @@ export class FencingRewriter implements StatementRewriter {
     this.tables = fencedTables(fencing)
     this.resources = resourceTables(fencing)
     this.commentKeys = { token: fencing.commentKey, resource: fencing.resourceCommentKey }
-    this.mayTouchFencedTable = createPrefilter([...this.tables, ...this.resources]).test
+    // Unresolved names and unfenced descendants too: writes to them are refused.
+    const named = [...this.tables, ...this.resources, ...unresolved]
+    this.mayTouchFencedTable = createPrefilter(named).test
     // The native relay's needles are plain words: its texts with the key but no comment are
     // parsed once per shape and cached as unchanged.
-    const prefilter = createPrefilter([
-      ...this.tables,
-      ...this.resources,
-      { name: fencing.commentKey },
-    ])
+    const prefilter = createPrefilter([...named, { name: fencing.commentKey }])
     const key = new RegExp(escapeRegex(fencing.commentKey), 'i')
     this.mayNeedRewrite = (sql) =>
       this.mayTouchFencedTable(sql) || (key.test(sql) && commentOpener.test(sql))

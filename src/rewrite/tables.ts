@@ -68,13 +68,16 @@ export function matchTable<T extends { schema: string | undefined; name: string 
 }
 
 /**
- * A configured name that resolves to no table in the session's database: writes to a relation
- * that equals it ignoring letter case are refused rather than passed unfenced.
+ * A configured name that resolves to no table in the session's database, or a table that should
+ * be fenced but is not (`reason`): writes to a relation that equals it ignoring letter case are
+ * refused rather than passed unfenced.
  */
 export interface UnresolvedName {
   text: string
   schema: string | undefined
   name: string
+  /** The refusal's words, when not those of a misspelt name. */
+  reason?: { message: string; detail: string; hint: string }
 }
 
 export function matchIgnoringCase(

@@ -1,10 +1,12 @@
 import type { FencingConfig } from '../config/schema.js'
-import { fencedTables } from '../rewrite/tables.js'
+import { fencedTables, resourceTables } from '../rewrite/tables.js'
 import { quoteIdent, quoteLiteral } from '../rewrite/sql-text.js'
+import { fenceDescendantsSql, recordRowFenceSql } from './fence-descendants.js'
 import { fenceHelpersSql } from './fence-helpers.js'
 import { fenceTriggersSql } from './fence-triggers.js'
 import type { ResolvedTable } from './resolve-tables.js'
 import { resourceFencesSql } from './resource-fences.js'
+import { gateTableSql, resourceGatesSql } from './resource-gates.js'
 import { tokenSourceSql } from './token-source.js'
 
 // Serialises concurrent migrations: CREATE OR REPLACE FUNCTION races otherwise.
@@ -12,30 +14,50 @@ const migrationLockKey = 0x7066656e6365
 
 /**
  * Everything `pgfence migrate` runs, in one transaction, idempotently: the pgfence schema, the
- * helpers, the token source, the resource fences, the maintenance role, and for each fenced
- * table its fence column if missing and its fence triggers (see fence-triggers.ts). Adding a
+ * helpers, the token source, the resource fences, the maintenance role, the event trigger that
+ * fences tables joining a fenced tree later (fence-descendants.ts), for each fenced table its
+ * fence column if missing, its fence triggers (see fence-triggers.ts) and its record, and for
+ * each member table of a fixed resource its gate (resource-gates.ts). Adding a
  * column with a constant default is a catalog-only change. With the tables the names resolved to
  * in the database (resolve-tables.ts), each is named with the schema it resolved in.
  */
 export function installSql(fencing: FencingConfig, resolved?: ResolvedTable[]): string {
-  const schemaOf = (table: { schema: string | undefined; name: string }) =>
-    resolved?.find(
-      (r) => r.column !== undefined && r.name === table.name && r.schema === table.schema,
-    )?.resolvedSchema ?? table.schema
-  const tables = fencedTables(fencing).map((table) => {
-    const relation = [schemaOf(table), table.name]
+  // `row`: a row-fenced table's name, else a resource member's (the two never overlap).
+  const regclass = (table: { schema: string | undefined; name: string }, row: boolean) => {
+    const schema =
+      resolved?.find(
+        (r) =>
+          (r.column !== undefined) === row && r.name === table.name && r.schema === table.schema,
+      )?.resolvedSchema ?? table.schema
+    const relation = [schema, table.name]
       .filter((part): part is string => part !== undefined)
       .map(quoteIdent)
       .join('.')
+    return `${quoteLiteral(relation)}::regclass`
+  }
+  const tables = fencedTables(fencing).map((table) => {
     const args = [
-      `${quoteLiteral(relation)}::regclass`,
+      regclass(table, true),
       quoteLiteral(table.column),
       quoteLiteral(fencing.setting),
       table.requireToken,
       fencing.rejectUnissuedTokens,
     ]
-    return `SELECT pgfence.fence_table(${args.join(', ')});`
+    return `SELECT pgfence.fence_table(${args.join(', ')});\n${recordRowFenceSql(args)}`
   })
+  // Members of a resource named by the session are gated by the proxy only (resource-gates.ts).
+  const gates = resourceTables(fencing).flatMap(({ resource, ...table }) =>
+    resource.kind === 'fixed'
+      ? [
+          gateTableSql([
+            regclass(table, false),
+            quoteLiteral(resource.name),
+            quoteLiteral(fencing.setting),
+            fencing.rejectUnissuedTokens,
+          ]),
+        ]
+      : [],
+  )
   return [
     'BEGIN;',
     `SELECT pg_advisory_xact_lock(${migrationLockKey});`,
@@ -45,7 +67,10 @@ export function installSql(fencing: FencingConfig, resolved?: ResolvedTable[]): 
     tokenSourceSql.trim(),
     resourceFencesSql.trim(),
     fenceTriggersSql.trim(),
+    resourceGatesSql.trim(),
+    fenceDescendantsSql.trim(),
     ...tables,
+    ...gates,
     'COMMIT;',
     '',
   ].join('\n')

@@ -1,3 +1,6 @@
+/** Transaction-local: `xid token resource` of the last resource this transaction entered. */
+export const enteredSetting = 'pgfence.entered_resource'
+
 /**
  * Resource fences: one fence per resource name, raised by every write to a member table (through
  * `pgfence.enter_resource`) and by `pgfence.raise_fence`. Raising takes the fence row's lock and
@@ -52,8 +55,9 @@ END
 $fn$;
 
 -- The gate of a write to a member table: PF409 if the resource's fence is higher than incoming,
--- otherwise the fence is raised to incoming and stays locked until the transaction ends.
-CREATE OR REPLACE FUNCTION pgfence.enter_resource(res text, incoming bigint, rel text)
+-- otherwise the fence is raised to incoming and stays locked until the transaction ends. What
+-- it entered is recorded for the rest of the transaction, tagged with its id.
+CREATE OR REPLACE FUNCTION pgfence.raise_resource(res text, incoming bigint, rel text)
 RETURNS boolean LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
   committed bigint := pgfence.lock_fence(res, incoming);
@@ -66,7 +70,25 @@ BEGIN
       'another holder has raised the fence since this token was issued: re-acquire the lock and retry',
       rel, NULL);
   END IF;
+  IF incoming IS NOT NULL THEN
+    PERFORM pg_catalog.set_config('${enteredSetting}',
+      pg_catalog.pg_current_xact_id()::text || ' ' || incoming || ' ' || res, true);
+  END IF;
   RETURN true;
+END
+$fn$;
+
+-- The proxy's gate: raise_resource, unless this transaction entered the resource with the same
+-- token already (the member table's own gate trigger, resource-gates.ts, runs first): its lock
+-- is held from then on.
+CREATE OR REPLACE FUNCTION pgfence.enter_resource(res text, incoming bigint, rel text)
+RETURNS boolean LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+  IF pg_catalog.current_setting('${enteredSetting}', true)
+       = pg_catalog.pg_current_xact_id_if_assigned()::text || ' ' || incoming || ' ' || res THEN
+    RETURN true;
+  END IF;
+  RETURN pgfence.raise_resource(res, incoming, rel);
 END
 $fn$;
 

@@ -32,6 +32,21 @@ export function decodeQueryResult(messages: Buffer[]): QueryResult {
   return result
 }
 
+const COMMAND_COMPLETE = 0x43 // C
+
+/**
+ * The responses of a Query of several statements, one per statement that ran: each ends with
+ * its CommandComplete (or the ErrorResponse after which no other statement runs).
+ */
+export function splitResults(messages: Buffer[]): Buffer[][] {
+  const results: Buffer[][] = [[]]
+  for (const message of messages) {
+    results[results.length - 1]!.push(message)
+    if (message[0] === COMMAND_COMPLETE) results.push([])
+  }
+  return results.filter((result) => result.length > 0)
+}
+
 /** RowDescription: int16 count, then per field a name and 18 bytes of type information. */
 function columnNames(message: Buffer): string[] {
   const names: string[] = []

@@ -1,0 +1,71 @@
+import type { FencingConfig } from '../config/schema.js'
+import { quoteIdent, quoteLiteral } from '../rewrite/sql-text.js'
+import { fencedTables, resourceTables, type UnresolvedName } from '../rewrite/tables.js'
+import type { ConfiguredName } from './resolve-tables.js'
+import { resourceGateTriggers, rowFenceTriggers, sqlArray } from './fence-descendants.js'
+
+const relationText = (name: { schema: string | undefined; name: string }): string =>
+  [name.schema, name.name]
+    .filter((part): part is string => part !== undefined)
+    .map(quoteIdent)
+    .join('.')
+
+/**
+ * One catalog query (simple protocol) listing the partitions and inheritance children, at any
+ * depth, of the configured row-fenced tables and fixed resources' member tables that lack one
+ * of their triggers: tables created or attached after `pgfence migrate` where its event trigger
+ * (fence-descendants.ts) is missing. Each name resolves as PostgreSQL resolves it in the
+ * session; `ord` is its place in configuredNames. Columns: ord, schema, name, partition. Null
+ * when no name has triggers.
+ */
+export function unfencedDescendantsSql(fencing: FencingConfig): string | null {
+  const rows = fencedTables(fencing).map((table) => ({ table, triggers: rowFenceTriggers }))
+  const members = resourceTables(fencing).map((table) => ({
+    table,
+    triggers: table.resource.kind === 'fixed' ? resourceGateTriggers : [],
+  }))
+  const wanted = [...rows, ...members]
+    .map(({ table, triggers }, ord) => ({ table, triggers, ord }))
+    .filter(({ triggers }) => triggers.length > 0)
+    .map(
+      ({ table, triggers, ord }) =>
+        `(${ord}, ${quoteLiteral(relationText(table))}, ${sqlArray(triggers)})`,
+    )
+  if (wanted.length === 0) return null
+  return `WITH RECURSIVE tree(ord, relid, triggers, depth) AS (
+  SELECT w.ord, pg_catalog.to_regclass(w.rel)::oid, w.triggers, 0
+    FROM (VALUES ${wanted.join(', ')}) AS w(ord, rel, triggers)
+  UNION ALL
+  SELECT t.ord, i.inhrelid, t.triggers, t.depth + 1
+    FROM pg_catalog.pg_inherits i JOIN tree t ON i.inhparent = t.relid
+)
+SELECT DISTINCT t.ord, n.nspname AS schema, c.relname AS name, c.relispartition AS partition
+  FROM tree t
+  JOIN pg_catalog.pg_class c ON c.oid = t.relid
+  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ WHERE t.depth > 0
+   AND NOT t.triggers <@ ARRAY(SELECT g.tgname::text FROM pg_catalog.pg_trigger g WHERE g.tgrelid = c.oid)
+ ORDER BY 1, 2, 3`
+}
+
+/** A descendant the query found: writes to it through pgfence are refused, with this reason. */
+export function unfencedDescendant(
+  row: Record<string, unknown>,
+  names: ConfiguredName[],
+): UnresolvedName {
+  const schema = String(row.schema)
+  const name = String(row.name)
+  const text = `${quoteIdent(schema)}.${quoteIdent(name)}`
+  const fenced = JSON.stringify(names[Number(row.ord)]?.text)
+  const kind = row.partition === true || row.partition === 't' ? 'a partition' : 'a child'
+  return {
+    text,
+    schema,
+    name,
+    reason: {
+      message: `table ${text} is ${kind} of fenced table ${fenced} but has no fence triggers`,
+      detail: `it was created or attached after pgfence migrate ran, and the database has no pgfence event trigger to fence it; writes to it through pgfence are refused`,
+      hint: 'run pgfence migrate again (as a superuser once, to install its event trigger)',
+    },
+  }
+}
