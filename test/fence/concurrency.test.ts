@@ -41,11 +41,21 @@ const writes = [
   'INSERT INTO counters (id, n) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET n = counters.n + 1',
 ]
 
+/** What all writers have seen so far: they stop once there is enough of both outcomes. */
+interface Progress {
+  accepted: number
+  stale: number
+}
+
+const enough = (p: Progress): boolean => p.accepted >= 60 && p.stale >= 5
+/** A bound on each writer's attempts, so a fence that never refuses fails instead of hanging. */
+const MAX_ATTEMPTS = 500
+
 /** One writer: takes increasing tokens, pauses at random (a stale holder), then writes. */
-async function writer(app: FencedClient, nextToken: () => bigint, until: number) {
+async function writer(app: FencedClient, nextToken: () => bigint, progress: Progress) {
   let accepted = 0
   const refusals: string[] = []
-  for (let i = 0; Date.now() < until; i++) {
+  for (let i = 0; i < MAX_ATTEMPTS && !enough(progress); i++) {
     const token = nextToken()
     await jitter()
     const write = writes[i % writes.length]!
@@ -64,8 +74,11 @@ async function writer(app: FencedClient, nextToken: () => bigint, until: number)
         await app.query('COMMIT')
       }
       accepted++
+      progress.accepted++
     } catch (err) {
-      refusals.push((err as { code?: string }).code ?? String(err))
+      const code = (err as { code?: string }).code ?? String(err)
+      refusals.push(code)
+      if (code === 'PF409') progress.stale++
       await app.query('ROLLBACK')
     }
   }
@@ -76,13 +89,13 @@ test('concurrent writers: the committed token never decreases, every accepted wr
   let token = 1000n
   const nextToken = (): bigint => ++token
   const apps = await Promise.all(Array.from({ length: 12 }, () => fencedClient(db.url, fencing)))
-  const until = Date.now() + 3000
-  const results = await Promise.all(apps.map((app) => writer(app, nextToken, until)))
+  const progress: Progress = { accepted: 0, stale: 0 }
+  const results = await Promise.all(apps.map((app) => writer(app, nextToken, progress)))
   await Promise.all(apps.map((app) => app.end()))
 
   const accepted = results.reduce((sum, r) => sum + r.accepted, 0)
   const refusals = results.flatMap((r) => r.refusals)
-  expect(accepted).toBeGreaterThan(50)
+  expect(accepted).toBeGreaterThanOrEqual(60)
   expect(refusals.length).toBeGreaterThan(0)
   expect(new Set(refusals)).toEqual(
     new Set(refusals.filter((code) => code === 'PF409' || code === '40001')),
