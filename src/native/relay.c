@@ -27,6 +27,7 @@
 
 #include "bytes.h"
 #include "framing.h"
+#include "napi-string.h"
 #include "query-cache.h"
 #include "query-normalise.h"
 #include "release-memory.h"
@@ -868,15 +869,6 @@ static void shared_cache_finalize(napi_env env, void *data, void *hint) {
   query_cache_free(&shared->cache);
   free_keys(&shared->keys);
   free(shared);
-}
-
-/* A JavaScript string as a C string (latin1: the keys are ASCII); NULL when out of memory. */
-static char *latin1_string(napi_env env, napi_value value) {
-  size_t len = 0;
-  if (napi_get_value_string_latin1(env, value, NULL, 0, &len) != napi_ok) return NULL;
-  char *text = malloc(len + 1);
-  if (text) napi_get_value_string_latin1(env, value, text, len + 1, &len);
-  return text;
 }
 
 /* { token, resource }: the comment keys. Returns -1 when they are not strings or memory ran out. */

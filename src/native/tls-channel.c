@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "napi-string.h"
 #include "tls-context.h"
 
 #define PUMP_BYTES (64 * 1024)
@@ -324,14 +325,6 @@ static SSL *new_ssl(SSL_CTX *ctx, const char *host, int fd) {
   return ssl;
 }
 
-static char *host_string(napi_env env, napi_value value) {
-  size_t len = 0;
-  if (napi_get_value_string_utf8(env, value, NULL, 0, &len) != napi_ok) return NULL;
-  char *host = malloc(len + 1);
-  if (host) napi_get_value_string_utf8(env, value, host, len + 1, &len);
-  return host;
-}
-
 napi_value js_tls_start(napi_env env, napi_callback_info info) {
   size_t argc = 4;
   napi_value argv[4], wrapper, name;
@@ -343,7 +336,7 @@ napi_value js_tls_start(napi_env env, napi_callback_info info) {
       napi_get_uv_event_loop(env, &loop) != napi_ok)
     return throw_error(env, "pgfence tls: tlsStart(context, fd, host, onDone)");
   tls_channel_t *ch = calloc(1, sizeof *ch);
-  char *host = host_string(env, argv[2]);
+  char *host = latin1_string(env, argv[2]);
   if (!ch || (ch->tls.fd = dup(fd)) < 0) {
     free(host);
     free(ch);
