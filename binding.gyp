@@ -12,7 +12,8 @@
         "src/native/tcp-keepalive.c",
         "src/native/stream-io.c",
         "src/native/tls-channel.c",
-        "src/native/tls-context.c"
+        "src/native/tls-context.c",
+        "src/native/tls-settings.c"
       ],
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     }

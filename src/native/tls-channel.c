@@ -13,6 +13,7 @@
 
 #include "napi-string.h"
 #include "tls-context.h"
+#include "tls-settings.h"
 
 #define PUMP_BYTES (64 * 1024)
 
