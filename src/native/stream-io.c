@@ -55,7 +55,7 @@ static ssize_t tls_status(stream_io_t *io, int ret, int writing, const char **de
   return STREAM_FAILED;
 }
 
-/* Takes records until the buffer is full or the socket has no more. */
+/* Takes the records at hand until the buffer is full. */
 static ssize_t tls_read(stream_io_t *io, uint8_t *buf, size_t cap, const char **detail) {
   size_t total = 0;
   io->read_wants_write = 0;
@@ -66,6 +66,8 @@ static ssize_t tls_read(stream_io_t *io, uint8_t *buf, size_t cap, const char **
     int ret = SSL_read_ex(io->ssl, buf + total, cap - total, &n);
     if (ret > 0) {
       total += n;
+      /* Nothing buffered: the socket announces what comes next, without a read that fails. */
+      if (!SSL_has_pending(io->ssl)) return (ssize_t)total;
       continue;
     }
     ssize_t status = tls_status(io, ret, 0, detail);
