@@ -1,7 +1,11 @@
+import { once } from 'node:events'
 import { mkdtempSync, rmSync } from 'node:fs'
+import type net from 'node:net'
+import tls from 'node:tls'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
+import { serialize } from 'pg-protocol'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import {
   createSelfSignedCert,
@@ -13,6 +17,8 @@ import { parseConfig } from '../../src/config/load.js'
 import { installSql } from '../../src/schema/install.js'
 import { startTestProxy, type ConfigOverrides, type TestProxy } from '../support/proxy.js'
 import { waitFor } from './support/wait.js'
+import { generator, mutate } from './support/mutate.js'
+import { backendMessages, connectRaw, sslRequest, startupMessage } from './support/wire.js'
 
 // The native relay over TLS: the addon owns the TLS connections (src/native/tls-channel.c) and
 // the relay reads and writes them itself, on either leg or both.
@@ -158,4 +164,63 @@ describe('TLS sessions on the native relay', () => {
     await waitFor(() => errors.length > 0, { what: 'the client to learn of it' })
     expect(errors[0]).toMatchObject({ code: '57P01' })
   })
+})
+
+/** A raw session logged in over TLS: the TLS socket, and the TCP socket under it. */
+async function tlsSession(port: number): Promise<{ secure: tls.TLSSocket; raw: net.Socket }> {
+  const raw = await connectRaw(port)
+  raw.write(sslRequest())
+  const [answer] = (await once(raw, 'data')) as [Buffer]
+  expect(answer.toString()).toBe('S')
+  const secure = tls.connect({ socket: raw, rejectUnauthorized: false })
+  secure.on('error', () => {}) // the proxy may cut a broken session short
+  await once(secure, 'secureConnect')
+  let received = Buffer.alloc(0)
+  secure.write(startupMessage('postgres', 'postgres'))
+  while (!backendMessages(received).some((message) => message.type === 'Z')) {
+    const [chunk] = (await once(secure, 'data')) as [Buffer]
+    received = Buffer.concat([received, chunk])
+  }
+  secure.resume()
+  return { secure, raw }
+}
+
+/** Statements after login: a query, a fenced write, an extended-protocol round, a COPY end. */
+const sessionTraffic = Buffer.concat([
+  serialize.query('SELECT 1; /*fencing_token=50*/ UPDATE tls_counters SET hits = 1 WHERE id = 1'),
+  serialize.parse({ name: 's1', text: 'DELETE FROM tls_counters WHERE id = $1', types: [23] }),
+  serialize.bind({ statement: 's1', values: ['7'] }),
+  serialize.execute({}),
+  serialize.sync(),
+  serialize.copyData(Buffer.from('1\t2\n')),
+  serialize.end(),
+])
+
+test('mutated TLS sessions and garbage under TLS each end with a closed connection; the proxy keeps serving', async () => {
+  const legs = { client: true, upstream: true }
+  const proxy = await startTestProxy(legsConfig(legs), cluster.superuserUrl)
+  try {
+    for (let i = 0; i < 60; i++) {
+      const random = generator(i + 1)
+      const { secure, raw } = await tlsSession(proxy.port)
+      expect(proxy.nativeSessionCount()).toBe(1)
+      const closed = once(raw, 'close')
+      const bytes = mutate(sessionTraffic, random)
+      for (let at = 0; at < bytes.length;) {
+        const size = 1 + Math.floor(random() * 64)
+        // Every third session also puts bytes under TLS, into the record stream itself.
+        if (i % 3 === 0 && at > bytes.length / 2) raw.write(bytes.subarray(at, at + size))
+        else secure.write(bytes.subarray(at, at + size))
+        at += size
+      }
+      secure.end()
+      await closed
+    }
+    await waitFor(() => proxy.nativeSessionCount() === 0, { what: 'the sessions to end' })
+    const client = await connectThrough(proxy, legs)
+    expect((await client.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }])
+    await client.end()
+  } finally {
+    await proxy.close()
+  }
 })
