@@ -35,6 +35,15 @@ static ssize_t plain_read(stream_io_t *io, uint8_t *buf, size_t cap, const char 
   return STREAM_FAILED;
 }
 
+int tls_peer_left(int ssl_error) {
+  if (ssl_error == SSL_ERROR_SSL &&
+      ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+    ERR_clear_error();
+    return 1;
+  }
+  return 0;
+}
+
 /* What an SSL call's failure means for the stream: 0 (would block) or a STREAM_ status. */
 static ssize_t tls_status(stream_io_t *io, int ret, int writing, const char **detail) {
   int error = SSL_get_error(io->ssl, ret);
@@ -44,7 +53,7 @@ static ssize_t tls_status(stream_io_t *io, int ret, int writing, const char **de
     else io->read_wants_write = other;
     return 0;
   }
-  if (error == SSL_ERROR_ZERO_RETURN) return STREAM_CLOSED;
+  if (error == SSL_ERROR_ZERO_RETURN || tls_peer_left(error)) return STREAM_CLOSED;
   if (error == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
     ERR_clear_error();
     if (errno == 0 || errno == ECONNRESET || errno == EPIPE) return STREAM_CLOSED;

@@ -40,6 +40,10 @@ void stream_close_notify(stream_io_t *io);
 
 void stream_io_free(stream_io_t *io);
 
+/* The failure (SSL_get_error's) is the peer's EOF without close_notify, which counts as a close,
+ * as it does for Node; the error queue is then cleared. */
+int tls_peer_left(int ssl_error);
+
 /* The reason for the last TLS failure, as OpenSSL words it. */
 const char *tls_error_text(void);
 

@@ -51,32 +51,38 @@ static void on_closed(uv_handle_t *handle) {
   channel_free_if_done(ch);
 }
 
-/* Calls onDone(error, pairFd) once, through MakeCallback so that promise reactions run. */
-static void report_handshake(tls_channel_t *ch, const char *error, int js_fd) {
+/* Calls onDone(error, pairFd, peerClosed) once, through MakeCallback so that promise reactions
+ * run. */
+static void report_handshake(tls_channel_t *ch, const char *error, int js_fd, int peer_closed) {
   if (!ch->on_done) return;
   napi_env env = ch->env;
   napi_handle_scope scope;
   napi_open_handle_scope(env, &scope);
-  napi_value argv[2], fn, global, ignored;
+  napi_value argv[3], fn, global, ignored;
   if (error) napi_create_string_utf8(env, error, NAPI_AUTO_LENGTH, &argv[0]);
   else napi_get_null(env, &argv[0]);
   napi_create_int32(env, js_fd, &argv[1]);
+  napi_get_boolean(env, peer_closed, &argv[2]);
   napi_get_reference_value(env, ch->on_done, &fn);
   napi_delete_reference(env, ch->on_done);
   ch->on_done = NULL;
   napi_get_global(env, &global);
-  if (napi_make_callback(env, ch->async, global, fn, 2, argv, &ignored) != napi_ok) {
+  if (napi_make_callback(env, ch->async, global, fn, 3, argv, &ignored) != napi_ok) {
     napi_value exception;
     napi_get_and_clear_last_exception(env, &exception);
   }
   napi_close_handle_scope(env, scope);
 }
 
+/* The handshake's error when the peer left: compared by address. */
+static const char PEER_CLOSED[] = "the peer closed the connection";
+
 static void channel_close(tls_channel_t *ch, const char *handshake_error) {
   if (ch->state == CLOSED) return;
   if (ch->state != HANDSHAKE && !ch->peer_done) stream_close_notify(&ch->tls);
   ch->state = CLOSED;
-  report_handshake(ch, handshake_error ? handshake_error : "the connection was closed", -1);
+  const char *error = handshake_error ? handshake_error : "the connection was closed";
+  report_handshake(ch, error, -1, error == PEER_CLOSED);
   uv_close((uv_handle_t *)&ch->tcp_poll, on_closed);
   if (ch->pair_fd >= 0) uv_close((uv_handle_t *)&ch->pair_poll, on_closed);
 }
@@ -205,14 +211,15 @@ static void on_handshake_poll(uv_poll_t *handle, int status, int events) {
       return watch(&ch->tcp_poll, &ch->tcp_events, wanted, on_handshake_poll);
     }
     if (error == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
-      return channel_close(ch, errno ? strerror(errno) : "the peer closed the connection");
+      return channel_close(ch, errno && errno != ECONNRESET ? strerror(errno) : PEER_CLOSED);
+    if (tls_peer_left(error)) return channel_close(ch, PEER_CLOSED);
     return channel_close(ch, handshake_error(ch));
   }
   int js_fd = open_pair(ch, handle->loop);
   if (js_fd < 0) return channel_close(ch, strerror(errno));
   ch->state = PUMPING;
   ch->tcp_events = -1; /* not what pump() asks for: it starts the poll afresh */
-  report_handshake(ch, NULL, js_fd);
+  report_handshake(ch, NULL, js_fd, 0);
   pump(ch);
 }
 

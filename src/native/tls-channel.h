@@ -8,8 +8,9 @@
  *
  * JavaScript API:
  *   tlsContext({ server, ca?, cert?, key?, verify }) → a context (an SSL_CTX)
- *   tlsStart(context, fd, host, onDone(error, pairFd)) → a channel: { peerCertificate(), close() }
- *     host: the name for SNI and, with verify, the name or IP the certificate must match.
+ *   tlsStart(context, fd, host, onDone(error, pairFd, peerClosed)) → a channel:
+ *     { peerCertificate(), close() }. host: the name for SNI and, with verify, the name or IP the
+ *     certificate must match. peerClosed: the handshake failed because the peer left.
  */
 #ifndef PGFENCE_TLS_CHANNEL_H
 #define PGFENCE_TLS_CHANNEL_H

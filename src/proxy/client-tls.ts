@@ -10,6 +10,7 @@ import {
   nativeTlsContext,
   peerCertificateOf,
   startNativeTls,
+  NativeTlsError,
   type NativeTlsContext,
 } from '../server/native-tls.js'
 import { PgError } from '../wire/error-response.js'
@@ -37,7 +38,9 @@ const nativeClientTls =
       plaintext = await startNativeTls(raw, context, '', gone.signal)
     } catch (err) {
       raw.off('close', onClose)
-      if (gone.signal.aborted) throw new Error('client closed the connection during TLS handshake')
+      // A client that leaves mid-handshake is no error to report, as with Node's TLS.
+      if (gone.signal.aborted || (err instanceof NativeTlsError && err.peerClosed))
+        throw new Error('client closed the connection during TLS handshake')
       throw new PgError('08P01', `TLS handshake failed: ${(err as Error).message}`)
     }
     raw.off('close', onClose)

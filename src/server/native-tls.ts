@@ -40,7 +40,7 @@ interface NativeTlsModule {
     context: NativeTlsContext,
     fd: number,
     host: string,
-    onDone: (error: string | null, plaintextFd: number) => void,
+    onDone: (error: string | null, plaintextFd: number, peerClosed: boolean) => void,
   ): NativeTlsChannel
 }
 
@@ -53,6 +53,16 @@ export const nativeTlsAvailable = addon !== null
 /** The settings as an OpenSSL context; throws when the certificate or key cannot be used. */
 export function nativeTlsContext(settings: NativeTlsSettings): NativeTlsContext {
   return addon!.tlsContext(settings)
+}
+
+/** A failed handshake, in OpenSSL's words; `peerClosed`: the peer left during it. */
+export class NativeTlsError extends Error {
+  constructor(
+    message: string,
+    readonly peerClosed: boolean,
+  ) {
+    super(message)
+  }
 }
 
 const channels = new WeakMap<net.Socket, NativeTlsChannel>()
@@ -75,7 +85,7 @@ export function peerCertificateOf(socket: net.Socket): Buffer | undefined {
 
 /**
  * Runs the TLS handshake over `socket` in C and resolves with the plaintext socket to speak on;
- * rejects with OpenSSL's reason. `socket` reads no more; its descriptor stays with the caller
+ * rejects with a NativeTlsError. `socket` reads no more; its descriptor stays with the caller
  * (C keeps a duplicate). `abort` ends a handshake under way.
  */
 export function startNativeTls(
@@ -89,9 +99,9 @@ export function startNativeTls(
   stopReading(socket)
   return new Promise((resolve, reject) => {
     const onAbort = () => channel.close()
-    const channel = addon!.tlsStart(context, fd, host, (error, plaintextFd) => {
+    const channel = addon!.tlsStart(context, fd, host, (error, plaintextFd, peerClosed) => {
       abort?.removeEventListener('abort', onAbort)
-      if (error !== null) return reject(new Error(error))
+      if (error !== null) return reject(new NativeTlsError(error, peerClosed))
       const plaintext = new net.Socket({ fd: plaintextFd, readable: true, writable: true })
       channels.set(plaintext, channel)
       resolve(plaintext)
