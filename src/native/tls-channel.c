@@ -3,8 +3,6 @@
 
 #include <errno.h>
 #include <openssl/err.h>
-#include <openssl/pem.h>
-#include <openssl/x509v3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -20,6 +18,9 @@
 static _Thread_local uint8_t pump_buffer[PUMP_BYTES];
 
 enum state { HANDSHAKE, PUMPING, LENT, CLOSED };
+
+/* Marks the JavaScript objects that wrap a channel, so that nothing else is taken for one. */
+static const napi_type_tag CHANNEL_TAG = {0x7067666e63746c73ULL, 0x6368616e6e656c31ULL};
 
 struct tls_channel {
   napi_env env;
@@ -307,10 +308,12 @@ static void channel_finalize(napi_env env, void *data, void *hint) {
 
 tls_channel_t *tls_channel_of(napi_env env, napi_value value) {
   tls_channel_t *ch = NULL;
-  bool is_object = false;
+  bool tagged = false;
   napi_valuetype type;
-  if (napi_typeof(env, value, &type) == napi_ok && type == napi_object) is_object = true;
-  if (!is_object || napi_unwrap(env, value, (void **)&ch) != napi_ok) return NULL;
+  if (napi_typeof(env, value, &type) != napi_ok || type != napi_object ||
+      napi_check_object_type_tag(env, value, &CHANNEL_TAG, &tagged) != napi_ok || !tagged ||
+      napi_unwrap(env, value, (void **)&ch) != napi_ok)
+    return NULL;
   return ch && ch->state == PUMPING ? ch : NULL;
 }
 
@@ -372,6 +375,7 @@ napi_value js_tls_start(napi_env env, napi_callback_info info) {
   napi_create_string_utf8(env, "pgfence.tls", NAPI_AUTO_LENGTH, &name);
   napi_async_init(env, wrapper, name, &ch->async);
   napi_wrap(env, wrapper, ch, channel_finalize, NULL, NULL);
+  napi_type_tag_object(env, wrapper, &CHANNEL_TAG);
   ch->wrapper_alive = 1;
   ch->state = HANDSHAKE;
   ch->tcp_events = UV_READABLE | UV_WRITABLE; /* the first step runs once the socket is ready */

@@ -46,6 +46,9 @@ static SSL_CTX *context_from(napi_env env, napi_value settings) {
   return NULL;
 }
 
+/* Marks the JavaScript objects that wrap a context. */
+static const napi_type_tag CONTEXT_TAG = {0x7067666e63746c73ULL, 0x636f6e7465787431ULL};
+
 static void context_finalize(napi_env env, void *data, void *hint) { SSL_CTX_free(data); }
 
 napi_value js_tls_context(napi_env env, napi_callback_info info) {
@@ -64,10 +67,16 @@ napi_value js_tls_context(napi_env env, napi_callback_info info) {
   }
   napi_create_object(env, &wrapper);
   napi_wrap(env, wrapper, ctx, context_finalize, NULL, NULL);
+  napi_type_tag_object(env, wrapper, &CONTEXT_TAG);
   return wrapper;
 }
 
 SSL_CTX *tls_context_of(napi_env env, napi_value value) {
   SSL_CTX *ctx = NULL;
+  bool tagged = false;
+  napi_valuetype type;
+  if (napi_typeof(env, value, &type) != napi_ok || type != napi_object ||
+      napi_check_object_type_tag(env, value, &CONTEXT_TAG, &tagged) != napi_ok || !tagged)
+    return NULL;
   return napi_unwrap(env, value, (void **)&ctx) == napi_ok ? ctx : NULL;
 }
