@@ -9,7 +9,11 @@
         "src/native/query-normalise.c",
         "src/native/release-memory.c",
         "src/native/session-progress.c",
-        "src/native/tcp-keepalive.c"
+        "src/native/tcp-keepalive.c",
+        "src/native/stream-io.c",
+        "src/native/tls-channel.c",
+        "src/native/tls-context.c",
+        "src/native/tls-settings.c"
       ],
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     }

@@ -6,6 +6,7 @@ const nodeRelaySuites = [
   'test/e2e/postgres-js.test.ts',
   'test/e2e/psql.test.ts',
   'test/e2e/abuse.test.ts',
+  'test/e2e/tls.test.ts',
   'test/pool/session-mode.test.ts',
   'test/fencing-e2e/node-postgres.test.ts',
   'test/fencing-e2e/postgres-js.test.ts',

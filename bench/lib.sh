@@ -3,6 +3,7 @@
 
 STARTED_PIDS=()
 STARTED_PIDFILES=()
+STOP_CLUSTERS=()
 
 log() { printf '%s\n' "$*" >&2; }
 
@@ -31,12 +32,48 @@ ensure_pgbouncer() {
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
 }
 
-# PgBouncer on $1, forwarding database $2 to the local PostgreSQL, in pool mode $3 (session) with
-# auth_type $4 (trust; else BENCH_PASSWORD from its userlist). It refuses to run as root, so as
-# root it runs as the postgres user.
+# As root, PostgreSQL and PgBouncer run as the postgres user.
+as_postgres() {
+  if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# A self-signed certificate for localhost in $1/server.{crt,key}, readable by the postgres user.
+make_cert() {
+  local dir=$1
+  mkdir -p "$dir"
+  openssl req -x509 -nodes -days 2 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+    -keyout "$dir/server.key" -out "$dir/server.crt" -subj /CN=localhost \
+    -addext 'subjectAltName=DNS:localhost,IP:127.0.0.1' 2>/dev/null
+  chmod 600 "$dir/server.key"
+  [[ $(id -u) -eq 0 ]] && chown -R postgres "$dir"
+  return 0
+}
+
+# A throwaway PostgreSQL cluster with ssl=on on port $1 (the shared server is never reconfigured),
+# its certificate in $WORK_DIR/tls-cluster. Stopped by stop_all.
+start_tls_cluster() {
+  local port=$1 dir="$WORK_DIR/tls-cluster"
+  make_cert "$dir"
+  as_postgres initdb -D "$dir/data" -U "$BENCH_USER" --auth=trust -E UTF8 --no-sync >/dev/null
+  cat >>"$dir/data/postgresql.conf" <<CONF
+port = $port
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$dir'
+max_connections = 100
+ssl = on
+ssl_cert_file = '$dir/server.crt'
+ssl_key_file = '$dir/server.key'
+CONF
+  as_postgres pg_ctl -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
+  STOP_CLUSTERS+=("$dir/data")
+}
+
+# PgBouncer on $1, forwarding database $2 to the PostgreSQL on $PG_PORT, in pool mode $3
+# (session) with auth_type $4 (trust; else BENCH_PASSWORD from its userlist). $5: more settings
+# (TLS), as ini lines. It refuses to run as root, so as root it runs as the postgres user.
 start_pgbouncer() {
-  local port=$1 db=$2 mode=${3:-session} auth=${4:-trust}
-  local dir="$WORK_DIR/pgbouncer-$mode-$auth"
+  local port=$1 db=$2 mode=${3:-session} auth=${4:-trust} extra=${5:-}
+  local dir="$WORK_DIR/pgbouncer-$port"
   mkdir -p "$dir"
   printf '"%s" "%s"\n' "$BENCH_USER" "$BENCH_PASSWORD" >"$dir/userlist.txt"
   cat >"$dir/pgbouncer.ini" <<INI
@@ -55,13 +92,10 @@ default_pool_size = 20
 ignore_startup_parameters = extra_float_digits
 logfile = $dir/pgbouncer.log
 pidfile = $dir/pgbouncer.pid
+$extra
 INI
-  local runner=()
-  if [[ $(id -u) -eq 0 ]]; then
-    chown -R postgres "$dir"
-    runner=(runuser -u postgres --)
-  fi
-  "${runner[@]}" pgbouncer -d "$dir/pgbouncer.ini"
+  [[ $(id -u) -eq 0 ]] && chown -R postgres "$dir"
+  as_postgres pgbouncer -d "$dir/pgbouncer.ini"
   STARTED_PIDFILES+=("$dir/pgbouncer.pid")
   wait_for_postgres "$port" "$db" || {
     log "pgbouncer did not start; its log:"
@@ -70,19 +104,21 @@ INI
   }
 }
 
-# pgfence on $1 in front of the local PostgreSQL, fencing the tables in $2 (a YAML flow list),
-# pooling in mode $4 (none) with the same userlist as PgBouncer's.
+# pgfence on $1 in front of the PostgreSQL on $PG_PORT, fencing the tables in $2 (a YAML flow
+# list), pooling in mode $4 (none) with the same userlist as PgBouncer's; $5: upstream.tls
+# (disable); $6: more top-level YAML (the client-side tls section).
 start_pgfence() {
-  local port=$1 tables=$2 name=$3 mode=${4:-none}
+  local port=$1 tables=$2 name=$3 mode=${4:-none} upstream_tls=${5:-disable} extra=${6:-}
   local config="$WORK_DIR/$name.yaml"
   printf '"%s" "%s"\n' "$BENCH_USER" "$BENCH_PASSWORD" >"$WORK_DIR/$name-userlist.txt"
   cat >"$config" <<YAML
 listen: { host: 127.0.0.1, port: $port }
-upstream: { host: $PG_HOST, port: $PG_PORT, tls: disable }
+upstream: { host: $PG_HOST, port: $PG_PORT, tls: $upstream_tls }
 log: { level: warn }
 fencing: { tables: $tables }
 pool: { mode: $mode, size: 20 }
 auth: { file: $WORK_DIR/$name-userlist.txt }
+$extra
 YAML
   node dist/cli/main.js start --config "$config" >"$WORK_DIR/$name.log" 2>&1 &
   STARTED_PIDS+=($!)
@@ -101,5 +137,8 @@ stop_all() {
   done
   for pidfile in "${STARTED_PIDFILES[@]}"; do
     [[ -f $pidfile ]] && kill "$(cat "$pidfile")" 2>/dev/null || true
+  done
+  for data in "${STOP_CLUSTERS[@]}"; do
+    as_postgres pg_ctl -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
   done
 }

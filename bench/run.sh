@@ -5,6 +5,10 @@
 # nothing. Table 2 (fenced writes, BENCH_FENCED=1): an UPDATE of pgbench_accounts with the token
 # given by SET or by a comment, through a pgfence fencing pgbench_accounts (in a database of its
 # own, migrated: fence column and triggers) vs one fencing nothing (a database with no fencing).
+# Table 3 (TLS, BENCH_TLS=1): pgbench -S against a throwaway PostgreSQL with ssl=on, through
+# PgBouncer with server_tls_sslmode=require and pgfence with upstream.tls: require; then with TLS
+# from pgbench too (sslmode=require; PgBouncer client_tls_sslmode=require, pgfence's tls section).
+# BENCH_ONLY=tls runs only table 3.
 # Measurements are interleaved (each round visits every mode and target) and each cell is the
 # median over the rounds. Each measurement first runs BENCH_WARMUP seconds unmeasured: every new
 # client connection through a session-mode proxy (or directly) gets a new PostgreSQL backend,
@@ -21,6 +25,8 @@ BENCH_SECONDS=${BENCH_SECONDS:-10}
 BENCH_WARMUP=${BENCH_WARMUP:-8}
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
 BENCH_FENCED=${BENCH_FENCED:-1}
+BENCH_TLS=${BENCH_TLS:-1}
+BENCH_ONLY=${BENCH_ONLY:-}
 BENCH_CLIENTS=${BENCH_CLIENTS:-8}
 BENCH_JOBS=${BENCH_JOBS:-2}
 BENCH_SCALE=${BENCH_SCALE:-10}
@@ -154,11 +160,61 @@ start_fenced_pgfence() {
     PGFENCE_FENCED_PORT=
 }
 
+# TLS: one leg (upstream), then both legs (PGSSLMODE=require for pgbench).
+run_tls() {
+  local round mode
+  for round in $(seq 1 "$BENCH_ROUNDS"); do
+    log "==> TLS round $round/$BENCH_ROUNDS (${BENCH_WARMUP}s warm-up + ${BENCH_SECONDS}s each)"
+    for mode in simple prepared; do
+      measure tls "upstream $mode" pgbouncer "$PGBOUNCER_TLS_PORT" -S -M "$mode"
+      measure tls "upstream $mode" pgfence "$PGFENCE_TLS_PORT" -S -M "$mode"
+      PGSSLMODE=require measure tls "both $mode" pgbouncer "$PGBOUNCER_TLS2_PORT" -S -M "$mode"
+      PGSSLMODE=require measure tls "both $mode" pgfence "$PGFENCE_TLS2_PORT" -S -M "$mode"
+    done
+  done
+}
+
+# The TLS targets, in front of a cluster of their own with ssl=on (PG_PORT points there while
+# they start).
+start_tls_targets() {
+  local shared_port=$PG_PORT certs="$WORK_DIR/tls-proxy"
+  PG_PORT=$(free_port)
+  log "==> PostgreSQL with ssl=on on 127.0.0.1:$PG_PORT"
+  start_tls_cluster "$PG_PORT"
+  prepare_database
+  make_cert "$certs"
+  local server_tls='server_tls_sslmode = require'
+  local client_tls="client_tls_sslmode = require
+client_tls_cert_file = $certs/server.crt
+client_tls_key_file = $certs/server.key"
+  PGBOUNCER_TLS_PORT=$(free_port)
+  log "==> pgbouncer (session mode, server TLS) on 127.0.0.1:$PGBOUNCER_TLS_PORT"
+  start_pgbouncer "$PGBOUNCER_TLS_PORT" "$BENCH_DB" session trust "$server_tls"
+  PGBOUNCER_TLS2_PORT=$(free_port)
+  log "==> pgbouncer (session mode, client and server TLS) on 127.0.0.1:$PGBOUNCER_TLS2_PORT"
+  start_pgbouncer "$PGBOUNCER_TLS2_PORT" "$BENCH_DB" session trust "$server_tls
+$client_tls"
+  PGFENCE_TLS_PORT=$(free_port)
+  log "==> pgfence (upstream TLS) on 127.0.0.1:$PGFENCE_TLS_PORT"
+  start_pgfence "$PGFENCE_TLS_PORT" '[]' pgfence-tls none require || PGFENCE_TLS_PORT=
+  PGFENCE_TLS2_PORT=$(free_port)
+  log "==> pgfence (client and upstream TLS) on 127.0.0.1:$PGFENCE_TLS2_PORT"
+  start_pgfence "$PGFENCE_TLS2_PORT" '[]' pgfence-tls2 none require \
+    "tls: { cert: $certs/server.crt, key: $certs/server.key }" || PGFENCE_TLS2_PORT=
+  PG_PORT=$shared_port
+}
+
 main() {
   command -v pgbench >/dev/null || { log "pgbench not found (PG_BIN=$PG_BIN)"; exit 1; }
   ensure_pgbouncer
   log '==> npm run build'
   npm run --silent build >&2
+  if [[ $BENCH_ONLY == tls ]]; then
+    start_tls_targets
+    run_tls
+    print_tls
+    return
+  fi
   prepare_database
 
   PGBOUNCER_PORT=$(free_port)
@@ -180,9 +236,12 @@ main() {
   PGFENCE_FENCED_PORT=
   if [[ $BENCH_FENCED == 1 ]]; then start_fenced_pgfence; fi
 
+  if [[ $BENCH_TLS == 1 ]]; then start_tls_targets; fi
+
   run_passthrough
   run_pooled
   if [[ $BENCH_FENCED == 1 ]]; then run_fenced_writes; fi
+  if [[ $BENCH_TLS == 1 ]]; then run_tls; fi
 
   printf '\npgbench -S, %s clients, %s x %ss after %ss warm-up, median TPS\n' \
     "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"
@@ -195,6 +254,13 @@ main() {
       "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"
     summarize fenced 'unfenced fenced' 'fenced/unfenced'
   fi
+  if [[ $BENCH_TLS == 1 ]]; then print_tls; fi
+}
+
+print_tls() {
+  printf '\npgbench -S over TLS (upstream: server leg only; both: pgbench sslmode=require too), %s clients, median TPS\n' \
+    "$BENCH_CLIENTS"
+  summarize tls 'pgbouncer pgfence' 'pgfence/pgbouncer'
 }
 
 main "$@"

@@ -19,15 +19,18 @@ export type Handshake =
 const ANSWER_YES = Buffer.from('S')
 const ANSWER_NO = Buffer.from('N')
 
+/** Runs the server side of a TLS handshake on a client's socket: the socket to speak on next. */
+export type StartClientTls = (raw: net.Socket) => Promise<net.Socket>
+
 /**
  * Runs the client's side of the startup: encryption requests (TLS when configured, GSS never),
  * then the StartupMessage or a CancelRequest.
  */
 export async function runStartupHandshake(
   raw: ClientConnection,
-  secureContext: tls.SecureContext | undefined,
+  startTls: StartClientTls | undefined,
   /** Told when the conversation moves into TLS, so errors are sent on the right layer. */
-  onEncrypted: (socket: tls.TLSSocket) => void,
+  onEncrypted: (socket: net.Socket) => void,
 ): Promise<Handshake> {
   let connection = raw
   let reader = new StartupReader(connection)
@@ -47,11 +50,12 @@ export async function runStartupHandshake(
     if (reader.leftover.length > 0) {
       throw new PgError('08P01', 'received unencrypted data after SSL request')
     }
-    if (packet.kind === 'ssl' && secureContext) {
+    if (packet.kind === 'ssl' && startTls) {
       reader.detach()
       raw.release()
-      raw.socket.write(ANSWER_YES)
-      const secure = await startServerTls(raw.socket as net.Socket, secureContext)
+      // Flushed before the handshake: a native one takes the descriptor over.
+      await new Promise((resolve) => raw.socket.write(ANSWER_YES, resolve))
+      const secure = await startTls(raw.socket as net.Socket)
       onEncrypted(secure)
       connection = ClientConnection.fromDataEvents(secure)
       reader = new StartupReader(connection)
@@ -61,6 +65,12 @@ export async function runStartupHandshake(
     }
   }
 }
+
+/** The handshake in Node's TLSSocket. */
+export const nodeClientTls =
+  (secureContext: tls.SecureContext): StartClientTls =>
+  (raw) =>
+    startServerTls(raw, secureContext)
 
 function startServerTls(raw: net.Socket, secureContext: tls.SecureContext): Promise<tls.TLSSocket> {
   return new Promise((resolve, reject) => {

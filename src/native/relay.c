@@ -3,6 +3,9 @@
  * TCP session are relayed here, on Node's own event loop, the way PgBouncer relays them: one
  * read, one write per burst, no JavaScript call for a message the proxy does not inspect.
  *
+ * Either socket may be inside TLS: the relay then reads and writes it through the TLS channel
+ * that owns it (stream-io.h, tls-channel.h), and hands it back when it stops.
+ *
  * Client→server bytes are framed (type and length checked) and the message types the session
  * asks for (Query, Parse, Terminate) are handed to JavaScript whole, which returns the bytes to
  * send in their place; a Query whose literal-normalised text has a cached rewrite template is
@@ -24,11 +27,15 @@
 
 #include "bytes.h"
 #include "framing.h"
+#include "napi-string.h"
 #include "query-cache.h"
 #include "query-normalise.h"
 #include "release-memory.h"
 #include "session-progress.h"
+#include "stream-io.h"
 #include "tcp-keepalive.h"
+#include "tls-channel.h"
+#include "tls-context.h"
 
 #define READ_BYTES (64 * 1024)
 #define MAX_SEGMENTS 64
@@ -55,7 +62,8 @@ typedef struct relay relay_t;
 
 typedef struct {
   relay_t *relay;
-  int fd;
+  stream_io_t io; /* io.fd: the descriptor watched (a duplicate: the relay closes it) */
+  tls_channel_t *channel; /* the TLS connection borrowed, or NULL for plain TCP */
   uv_poll_t poll;
   int events; /* what the poll handle watches now */
   bytes_t out; /* bytes for this socket that it has not taken yet */
@@ -73,6 +81,7 @@ struct relay {
   napi_ref callbacks[CALLBACKS];
   napi_async_context async;
   side_t client, server;
+  uv_timer_t kick; /* reads bytes a TLS stream holds, which no poll announces */
   client_framer_t from_client;
   framer_t from_server;
   char **needles; /* Query/Parse go to JavaScript only when they contain one; NULL: always */
@@ -179,13 +188,16 @@ static void batch_release(batch_t *b) {
 }
 
 /* Writes what the socket takes now; queues the rest. Returns -1 when the socket failed. */
+static int flush_out(side_t *s);
+
 static int batch_flush(side_t *s, batch_t *b) {
   int first = 0;
   size_t offset = 0;
-  if (s->out.len == 0 && b->count > 0) {
+  /* TLS: one buffer, so that a burst becomes as few records as it can. */
+  if (s->out.len == 0 && b->count > 0 && !s->io.ssl) {
     ssize_t n;
-    do n = b->count == 1 ? write(s->fd, b->iov[0].iov_base, b->iov[0].iov_len)
-                         : writev(s->fd, b->iov, b->count);
+    do n = b->count == 1 ? write(s->io.fd, b->iov[0].iov_base, b->iov[0].iov_len)
+                         : writev(s->io.fd, b->iov, b->count);
     while (n < 0 && errno == EINTR);
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
       batch_release(b);
@@ -204,7 +216,7 @@ static int batch_flush(side_t *s, batch_t *b) {
     }
   }
   batch_release(b);
-  return 0;
+  return s->io.ssl && s->out.len > 0 ? flush_out(s) : 0;
 }
 
 static int batch_add(side_t *s, batch_t *b, const uint8_t *p, size_t n, uint8_t *owned) {
@@ -231,16 +243,10 @@ static int batch_add_copy(side_t *s, batch_t *b, const uint8_t *p, size_t n) {
 
 /* Writes queued bytes once the socket can take them. Returns -1 when it failed. */
 static int flush_out(side_t *s) {
-  size_t done = 0;
-  while (done < s->out.len) {
-    ssize_t n = write(s->fd, s->out.data + done, s->out.len - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return -1;
-    }
-    done += (size_t)n;
-  }
+  const char *detail = NULL;
+  ssize_t n = stream_write(&s->io, s->out.data, s->out.len, &detail);
+  if (n < 0) return -1;
+  size_t done = (size_t)n;
   memmove(s->out.data, s->out.data + done, s->out.len - done);
   s->out.len -= done;
   return 0;
@@ -461,13 +467,12 @@ static int relay_idle(const relay_t *r) {
 }
 
 static int relay_read(relay_t *r, side_t *from) {
-  ssize_t n;
-  do n = read(from->fd, read_buffer, READ_BYTES);
-  while (n < 0 && errno == EINTR);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+  const char *detail = NULL;
+  ssize_t n = stream_read(&from->io, read_buffer, READ_BYTES, &detail);
+  if (n == 0) return 0;
   int is_client = from == &r->client;
-  if (n <= 0) {
-    report_close(r, is_client ? "client" : "server", n < 0 ? strerror(errno) : NULL);
+  if (n < 0) {
+    report_close(r, is_client ? "client" : "server", n == STREAM_FAILED ? detail : NULL);
     return -1;
   }
   side_t *to = is_client ? &r->server : &r->client;
@@ -499,7 +504,23 @@ static int relay_read(relay_t *r, side_t *from) {
 static int poll_events(relay_t *r, side_t *s) {
   side_t *peer = s == &r->client ? &r->server : &r->client;
   /* Read from a side only while the bytes it sent last have all been taken by the peer. */
-  return (peer->out.len == 0 ? UV_READABLE : 0) | (s->out.len > 0 ? UV_WRITABLE : 0);
+  int events = (peer->out.len == 0 ? UV_READABLE : 0) | (s->out.len > 0 ? UV_WRITABLE : 0);
+  /* TLS may need the other direction to go on: a record to finish, a key update to answer. */
+  if (s->io.read_wants_write && (events & UV_READABLE)) events |= UV_WRITABLE;
+  if (s->io.write_wants_read && (events & UV_WRITABLE)) events |= UV_READABLE;
+  return events;
+}
+
+/* Bytes a TLS stream holds that its peer has room for: read them without waiting on a poll. */
+static int side_pending(relay_t *r, side_t *s) {
+  return (poll_events(r, s) & UV_READABLE) && stream_pending(&s->io);
+}
+
+static void on_kick(uv_timer_t *timer);
+
+static void kick_if_pending(relay_t *r) {
+  if (!r->stopped && (side_pending(r, &r->client) || side_pending(r, &r->server)))
+    uv_timer_start(&r->kick, on_kick, 0, 0);
 }
 
 static void on_poll(uv_poll_t *handle, int status, int events);
@@ -524,12 +545,24 @@ static void on_poll(uv_poll_t *handle, int status, int events) {
   if (r->stopped) return;
   int is_client = s == &r->client;
   if (status < 0) return report_close(r, is_client ? "client" : "server", uv_strerror(status));
-  if ((events & UV_WRITABLE) && flush_out(s) < 0)
+  if ((events & (UV_WRITABLE | UV_READABLE)) && s->out.len > 0 && flush_out(s) < 0)
     return report_close(r, is_client ? "client" : "server", strerror(errno));
   /* A client slow to take a result holds the server up: that is progress, not a silent server. */
   if ((events & UV_WRITABLE) && is_client) r->progress.progress_at = loop_now(r);
-  if ((events & UV_READABLE) && (s->events & UV_READABLE) && relay_read(r, s) < 0) return;
+  int readable = (events & UV_READABLE) && (s->events & UV_READABLE);
+  /* A TLS read that waited for the socket to be writable goes on now. */
+  if ((events & UV_WRITABLE) && s->io.read_wants_write) readable = 1;
+  if (readable && relay_read(r, s) < 0) return;
   update_polls(r);
+  kick_if_pending(r);
+}
+
+static void on_kick(uv_timer_t *timer) {
+  relay_t *r = timer->data;
+  for (side_t *s = &r->client; !r->stopped && s; s = s == &r->client ? &r->server : NULL)
+    if (side_pending(r, s) && relay_read(r, s) < 0) return;
+  update_polls(r);
+  kick_if_pending(r);
 }
 
 /* ---- lifetime ---- */
@@ -549,10 +582,7 @@ static void relay_free_if_done(relay_t *r) {
   free(r);
 }
 
-static void on_handle_closed(uv_handle_t *handle) {
-  side_t *s = handle->data;
-  relay_t *r = s->relay;
-  close(s->fd);
+static void handle_gone(relay_t *r) {
   if (--r->open_handles > 0) return;
   /* Both handles are gone: let go of the callbacks, so the session can be collected. */
   for (int i = 0; i < CALLBACKS; i++) napi_delete_reference(r->env, r->callbacks[i]);
@@ -561,11 +591,24 @@ static void on_handle_closed(uv_handle_t *handle) {
   relay_free_if_done(r);
 }
 
+static void on_handle_closed(uv_handle_t *handle) {
+  side_t *s = handle->data;
+  close(s->io.fd);
+  stream_io_free(&s->io);
+  handle_gone(s->relay);
+}
+
+static void on_kick_closed(uv_handle_t *handle) { handle_gone(handle->data); }
+
 static void relay_stop(relay_t *r) {
   if (r->stopped) return;
   r->stopped = 1;
   uv_close((uv_handle_t *)&r->client.poll, on_handle_closed);
   uv_close((uv_handle_t *)&r->server.poll, on_handle_closed);
+  uv_close((uv_handle_t *)&r->kick, on_kick_closed);
+  /* The TLS connections go back to their pumps, for JavaScript to finish the session with. */
+  if (r->client.channel) tls_channel_resume(r->client.channel);
+  if (r->server.channel) tls_channel_resume(r->server.channel);
 }
 
 static void wrapper_finalize(napi_env env, void *data, void *hint) {
@@ -651,12 +694,17 @@ static napi_value js_progress(napi_env env, napi_callback_info info) {
   return result;
 }
 
-static int init_side(relay_t *r, side_t *s, uv_loop_t *loop, int fd) {
+/* A side reads and writes a duplicate of `fd`, or, given a TLS channel (whose plaintext end
+ * `fd` is), the TLS connection it borrows from the channel. */
+static int init_side(relay_t *r, side_t *s, uv_loop_t *loop, int fd, tls_channel_t *channel) {
   s->relay = r;
-  s->fd = dup(fd);
-  if (s->fd < 0) return -1;
-  if (uv_poll_init(loop, &s->poll, s->fd) != 0) {
-    close(s->fd);
+  s->io.fd = channel ? tls_channel_lend(channel, fd, &s->io, &s->out) : dup(fd);
+  if (s->io.fd < 0) return -1;
+  s->channel = channel;
+  if (uv_poll_init(loop, &s->poll, s->io.fd) != 0) {
+    close(s->io.fd);
+    stream_io_free(&s->io);
+    if (channel) tls_channel_resume(channel);
     return -1;
   }
   s->poll.data = s;
@@ -666,7 +714,9 @@ static int init_side(relay_t *r, side_t *s, uv_loop_t *loop, int fd) {
 
 static void on_failed_init_closed(uv_handle_t *handle) {
   side_t *s = handle->data;
-  close(s->fd);
+  close(s->io.fd);
+  stream_io_free(&s->io);
+  bytes_free(&s->out);
   free_needles(s->relay);
   free(s->relay);
 }
@@ -742,7 +792,8 @@ static napi_value js_close_when_idle(napi_env env, napi_callback_info info) {
 }
 
 /* relay(clientFd, serverFd, { maxMessageBytes, frontendTypes, interceptTypes, statementNeedles,
- * queryCache, outstanding, onMessage, onServerMessage, onClose }) → { stop(), progress(),
+ * queryCache, outstanding, clientTls, serverTls, onMessage, onServerMessage, onClose }) →
+ * { stop(), progress(),
  * update(), closeWhenIdle() }. The caller has stopped
  * reading both sockets and has nothing queued on them; the relay reads and writes duplicates of
  * their descriptors. */
@@ -773,16 +824,20 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   r->progress.status = 'I';
   r->progress.progress_at = uv_now(loop);
   fill_types(env, get_named(env, argv[2], "frontendTypes"), r->from_client.valid);
-  if (configure(env, r, argv[2]) < 0 || init_side(r, &r->client, loop, client_fd) < 0) {
+  napi_value options = argv[2];
+  tls_channel_t *client_tls = tls_channel_of(env, get_named(env, options, "clientTls"));
+  tls_channel_t *server_tls = tls_channel_of(env, get_named(env, options, "serverTls"));
+  if (configure(env, r, options) < 0 || init_side(r, &r->client, loop, client_fd, client_tls) < 0) {
     if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
     free_needles(r);
     free(r);
     napi_throw_error(env, NULL, "pgfence relay: cannot watch the client socket");
     return NULL;
   }
-  if (init_side(r, &r->server, loop, server_fd) < 0) {
+  if (init_side(r, &r->server, loop, server_fd, server_tls) < 0) {
     /* The client's handle lives in r: both go once its close completes. */
     if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
+    if (client_tls) tls_channel_resume(client_tls);
     uv_close((uv_handle_t *)&r->client.poll, on_failed_init_closed);
     napi_throw_error(env, NULL, "pgfence relay: cannot watch the server socket");
     return NULL;
@@ -794,7 +849,11 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   napi_async_init(env, wrapper, name, &r->async);
   napi_wrap(env, wrapper, r, wrapper_finalize, NULL, NULL);
   r->wrapper_alive = 1;
+  uv_timer_init(loop, &r->kick);
+  r->kick.data = r;
+  r->open_handles++;
   update_polls(r);
+  kick_if_pending(r);
   return wrapper;
 }
 
@@ -810,15 +869,6 @@ static void shared_cache_finalize(napi_env env, void *data, void *hint) {
   query_cache_free(&shared->cache);
   free_keys(&shared->keys);
   free(shared);
-}
-
-/* A JavaScript string as a C string (latin1: the keys are ASCII); NULL when out of memory. */
-static char *latin1_string(napi_env env, napi_value value) {
-  size_t len = 0;
-  if (napi_get_value_string_latin1(env, value, NULL, 0, &len) != napi_ok) return NULL;
-  char *text = malloc(len + 1);
-  if (text) napi_get_value_string_latin1(env, value, text, len + 1, &len);
-  return text;
 }
 
 /* { token, resource }: the comment keys. Returns -1 when they are not strings or memory ran out. */
@@ -903,6 +953,8 @@ NAPI_MODULE_INIT() {
                                                {"queryCacheStats", js_query_cache_stats},
                                                {"normaliseQuery", js_normalise_query},
                                                {"setKeepalive", js_set_keepalive},
+                                               {"tlsContext", js_tls_context},
+                                               {"tlsStart", js_tls_start},
                                                {"releaseFreeMemory", js_release_free_memory}};
   define_functions(env, exports, functions, sizeof functions / sizeof *functions);
   return exports;

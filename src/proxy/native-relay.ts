@@ -1,7 +1,8 @@
-import { createRequire } from 'node:module'
 import type net from 'node:net'
 import type { CommentKeys } from '../rewrite/normalise.js'
-import { returnReadBuffer } from '../wire/read-buffer-pool.js'
+import { nativeAddon } from '../native-addon.js'
+import { descriptorOf } from '../wire/socket-handle.js'
+import type { NativeTlsChannel } from '../server/native-tls.js'
 import type { RequestProgress } from './request-progress.js'
 
 /** What is left when a native relay stops: bytes not yet written, and where the server stands. */
@@ -38,6 +39,10 @@ export interface NativeRelaySettings {
 }
 
 export interface NativeRelayOptions extends NativeRelaySettings {
+  /** The client's TLS channel, when its socket is one's plaintext end (src/server/native-tls.ts). */
+  clientTls?: NativeTlsChannel
+  /** Likewise for the server's. */
+  serverTls?: NativeTlsChannel
   /** Every message type a client may send, as a string of type bytes. */
   frontendTypes: string
   /** Requests already sent whose ReadyForQuery has not come back. */
@@ -83,60 +88,17 @@ interface NativeRelayModule {
   releaseFreeMemory(): void
 }
 
-/**
- * The compiled relay (src/native/relay.c), or null when it was not built. PGFENCE_NATIVE_ADDON
- * names another build of it (CI's sanitizer build, .ci/native-checks).
- */
-export const nativeRelayModule: NativeRelayModule | null = (() => {
-  try {
-    const path = process.env.PGFENCE_NATIVE_ADDON || '../../build/Release/pgfence_relay.node'
-    return createRequire(import.meta.url)(path)
-  } catch {
-    return null
-  }
-})()
-
-interface SocketHandle {
-  fd?: number
-  reading?: boolean
-  readStart?: () => number
-  readStop?: () => number
-}
+/** The compiled relay (src/native/relay.c), or null when it was not built. */
+export const nativeRelayModule = nativeAddon as NativeRelayModule | null
 
 /**
- * Stops a socket's reads at the handle for good, whatever way it delivers its bytes: the stream
- * machinery would otherwise start reading again on its own (to refill its buffer). Its read
- * buffer, if it has one of the pool's, goes back (the caller holds nothing read into it).
- */
-export function stopReading(socket: net.Socket): void {
-  socket.pause()
-  const handle = (socket as unknown as { _handle?: SocketHandle })._handle
-  if (!handle?.readStop) return
-  handle.reading = false
-  handle.readStop()
-  handle.readStart = () => 0
-  returnReadBuffer(socket)
-}
-
-/**
- * The descriptor of a plain TCP socket that has nothing buffered either way, so that the relay
- * can take its traffic over; null for TLS sockets and anything else.
+ * The descriptor of a socket that carries the session's plaintext with nothing buffered either
+ * way, so that the relay can take its traffic over: a plain TCP socket, or the plaintext end of
+ * a native TLS channel (the relay then borrows the TLS connection itself); null for Node's TLS
+ * sockets and anything else.
  */
 export function plainDescriptor(socket: net.Socket): number | null {
   if ('encrypted' in socket) return null
-  const fd = (socket as unknown as { _handle?: SocketHandle })._handle?.fd
-  if (typeof fd !== 'number' || fd < 0) return null
-  return socket.writableLength === 0 && socket.readableLength === 0 ? fd : null
-}
-
-/** Undoes stopReading, for a socket that outlives its session (a pooled server connection). */
-export function resumeReading(socket: net.Socket): void {
-  const handle = (socket as unknown as { _handle?: SocketHandle })._handle
-  if (handle && Object.hasOwn(handle, 'readStart')) delete handle.readStart
-  socket.resume()
-  // The stream may believe a read is still pending and never ask the handle again.
-  if (handle?.readStart && !handle.reading) {
-    handle.reading = true
-    handle.readStart()
-  }
+  const fd = descriptorOf(socket)
+  return fd !== null && socket.writableLength === 0 && socket.readableLength === 0 ? fd : null
 }

@@ -1,7 +1,4 @@
 import net from 'node:net'
-import tls from 'node:tls'
-import { readFileSync } from 'node:fs'
-import { X509Certificate } from 'node:crypto'
 import type { Config } from '../config/schema.js'
 import { createLogger, type Logger } from '../log.js'
 import { runStartupHandshake } from '../client/startup-handshake.js'
@@ -12,6 +9,7 @@ import { applyKeepalive } from '../server/tcp-keepalive.js'
 import { UpstreamLogin } from '../server/upstream-login.js'
 import { PgError } from '../wire/error-response.js'
 import { ProxySession } from './session.js'
+import { clientTls, sameCertificate } from './client-tls.js'
 import { nativeRelayModule } from './native-relay.js'
 import { watchSessionTimeouts } from './session-timeouts.js'
 import { settingsForDatabase, type SettingsOptions } from './live-settings.js'
@@ -61,36 +59,14 @@ export interface RunningProxy {
   close(): Promise<void>
 }
 
-interface ClientTls {
-  context: tls.SecureContext
-  /** DER of the certificate clients see, to compare with the upstream's. */
-  certificate: Buffer
-}
-
-function clientTls(config: Config): ClientTls | undefined {
-  if (!config.tls) return undefined
-  const cert = readFileSync(config.tls.cert)
-  return {
-    context: tls.createSecureContext({ cert, key: readFileSync(config.tls.key) }),
-    certificate: new X509Certificate(cert).raw,
-  }
-}
-
-/** Channel binding survives the proxy only when both legs show the same server certificate. */
-function sameCertificate(client: net.Socket, upstream: net.Socket, ours?: ClientTls): boolean {
-  if (!ours || !(client instanceof tls.TLSSocket) || !(upstream instanceof tls.TLSSocket))
-    return false
-  return upstream.getPeerCertificate().raw?.equals(ours.certificate) ?? false
-}
-
 /** Starts listening; resolves once the port is bound. */
 export async function startProxy(
   config: Config,
   options: ProxyOptions = {},
 ): Promise<RunningProxy> {
   const logger = options.logger ?? createLogger(config.log.level)
-  const ownTls = clientTls(config)
   const nativeRelay = config.relay === 'native' && nativeRelayModule !== null
+  const ownTls = clientTls(config, nativeRelay)
   if (config.relay === 'native' && !nativeRelay)
     logger.warn('the native relay was not built (npm run build:native): relaying in JavaScript')
   const live = await LiveConfig.create(config, nativeRelay, logger, options)
@@ -126,7 +102,7 @@ export async function startProxy(
     try {
       const handshake = await runStartupHandshake(
         accepted,
-        ownTls?.context,
+        ownTls?.start,
         (secure) => (client = secure),
       )
       if (handshake.kind === 'cancel') {
@@ -203,7 +179,7 @@ export async function startProxy(
       const upstream = await connectUpstream(
         config.upstream,
         (chunk) => relay.session!.fromServer(chunk),
-        { keepalive: config.tcpKeepalive, deadline: login.deadline },
+        { keepalive: config.tcpKeepalive, deadline: login.deadline, nativeTls: nativeRelay },
       ).catch((err: unknown) => {
         metrics.upstreamConnectFailed()
         throw err

@@ -23,11 +23,11 @@ import { withLoginQuery, type LoginPhase, type LoginQuery } from './login-query.
 import {
   nativeRelayModule,
   plainDescriptor,
-  resumeReading,
-  stopReading,
   type NativeRelay,
   type NativeRelaySettings,
 } from './native-relay.js'
+import { resumeReading, stopReading } from '../wire/socket-handle.js'
+import { nativeTlsChannel } from '../server/native-tls.js'
 import type { SettingsHolder } from './live-settings.js'
 
 /** An empty write: its callback runs once everything queued before it is flushed. */
@@ -342,7 +342,8 @@ export class ProxySession {
   }
 
   /**
-   * Moves the session to the native relay, when both sockets are plain TCP and both byte streams
+   * Moves the session to the native relay, when both sockets are plain TCP or native TLS
+   * channels (src/server/native-tls.ts) and both byte streams
    * stand at a message boundary with nothing buffered. Returns whether it did.
    */
   private handOver(): boolean {
@@ -356,6 +357,8 @@ export class ProxySession {
       ...this.nativeSettings(),
       frontendTypes: FRONTEND_TYPE_CHARS,
       outstanding: this.requests.snapshot().outstanding,
+      clientTls: nativeTlsChannel(this.client),
+      serverTls: nativeTlsChannel(this.upstream),
       onMessage: (message) => {
         const replacement = this.intercept(message)
         return replacement === message ? undefined : replacement

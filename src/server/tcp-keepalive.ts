@@ -1,17 +1,11 @@
-import { createRequire } from 'node:module'
 import type net from 'node:net'
 import type { TcpKeepaliveConfig } from '../config/schema.js'
+import { nativeAddon } from '../native-addon.js'
 
 type SetKeepalive = (fd: number, idleMs: number, intervalMs: number, count: number) => boolean
 
 /** The compiled addon's setsockopt for the probe interval and count, which Node does not offer. */
-const setKeepalive: SetKeepalive | null = (() => {
-  try {
-    return createRequire(import.meta.url)('../../build/Release/pgfence_relay.node').setKeepalive
-  } catch {
-    return null
-  }
-})()
+const setKeepalive = (nativeAddon?.setKeepalive as SetKeepalive | undefined) ?? null
 
 /**
  * Turns keepalive probes on for a connected TCP socket, so that a peer that vanished without a

@@ -7,6 +7,12 @@ import { SSL_REQUEST_CODE } from '../wire/protocol.js'
 import { encodeRequestCode } from '../wire/startup-packet.js'
 import { ReadBufferPool } from '../wire/read-buffer-pool.js'
 import { applyKeepalive } from './tcp-keepalive.js'
+import {
+  nativeTlsAvailable,
+  nativeTlsContext,
+  startNativeTls,
+  type NativeTlsContext,
+} from './native-tls.js'
 
 type UpstreamConfig = Config['upstream']
 
@@ -34,6 +40,11 @@ export interface ConnectOptions {
   keepalive?: TcpKeepaliveConfig
   /** Aborted when the whole login is out of time: the socket is destroyed, with its reason. */
   deadline?: AbortSignal
+  /**
+   * TLS in the native addon (src/server/native-tls.ts), so that the native relay can take the
+   * session; else (or when the addon is not built) Node's TLSSocket.
+   */
+  nativeTls?: boolean
 }
 
 /** Opens a TCP connection within the configured timeout, Nagle off. */
@@ -141,6 +152,35 @@ function startTls(socket: net.Socket, upstream: UpstreamConfig): Promise<tls.TLS
   })
 }
 
+/** One OpenSSL context per upstream config: the CA is read once. */
+const nativeContexts = new WeakMap<UpstreamConfig, NativeTlsContext>()
+
+function nativeContextFor(upstream: UpstreamConfig): NativeTlsContext {
+  let context = nativeContexts.get(upstream)
+  if (!context) {
+    const ca = upstream.ca ? readFileSync(upstream.ca) : undefined
+    context = nativeTlsContext({ server: false, verify: upstream.tls === 'verify-full', ca })
+    nativeContexts.set(upstream, context)
+  }
+  return context
+}
+
+/** The handshake in C: the same checks as startTls, the socket handed over to the addon. */
+async function startTlsNatively(
+  socket: net.Socket,
+  upstream: UpstreamConfig,
+  deadline?: AbortSignal,
+): Promise<net.Socket> {
+  try {
+    return await startNativeTls(socket, nativeContextFor(upstream), upstream.host, deadline)
+  } catch (err) {
+    if (deadline?.aborted) throw deadline.reason
+    throw unreachable(upstream, `TLS: ${(err as Error).message}`)
+  } finally {
+    socket.destroy() // the addon holds its own descriptor of the connection
+  }
+}
+
 /**
  * A connection to the upstream server, encrypted as `upstream.tls` asks, delivering the
  * server's bytes to `onBytes`. Plain TCP reads into one reused buffer (no allocation per read).
@@ -157,9 +197,12 @@ export async function connectUpstream(
     socket.destroy()
     throw unreachable(upstream, 'the server does not support TLS, but upstream.tls requires it')
   }
-  const connected = accepted
-    ? await beforeDeadline(socket, options.deadline, startTls(socket, upstream))
-    : socket
+  const native = options.nativeTls && nativeTlsAvailable
+  const connected = !accepted
+    ? socket
+    : native
+      ? await startTlsNatively(socket, upstream, options.deadline)
+      : await beforeDeadline(socket, options.deadline, startTls(socket, upstream))
   connected.on('data', (chunk: Buffer) => {
     if (!onBytes(chunk)) connected.pause()
   })

@@ -11,7 +11,12 @@ import {
   type AuthCluster,
   type CertFiles,
 } from '../support/auth-cluster.js'
-import { startTestProxy, type ConfigOverrides, type TestProxy } from '../support/proxy.js'
+import {
+  relayUnderTest,
+  startTestProxy,
+  type ConfigOverrides,
+  type TestProxy,
+} from '../support/proxy.js'
 import { pgBin, runCommand } from './support/commands.js'
 
 let cluster: AuthCluster
@@ -47,7 +52,12 @@ interface SessionFacts {
   user: string
   upstreamTls: boolean
   clientTls: boolean
+  /** The session was relayed by the native relay once logged in. */
+  native: boolean
 }
+
+/** Under `relay: node` (PGFENCE_TEST_RELAY) every session stays in JavaScript. */
+const nativeExpected = relayUnderTest() !== 'node'
 
 /** Logs in as the SCRAM user through the proxy and reports which legs of the path are encrypted. */
 async function scramSession(proxy: TestProxy, ssl: pg.ClientConfig['ssl']): Promise<SessionFacts> {
@@ -65,7 +75,12 @@ async function scramSession(proxy: TestProxy, ssl: pg.ClientConfig['ssl']): Prom
     )
     const stream = (client as unknown as { connection: { stream: Partial<TLSSocket> } }).connection
       .stream
-    return { user: rows[0].user, upstreamTls: rows[0].ssl, clientTls: stream.encrypted === true }
+    return {
+      user: rows[0].user,
+      upstreamTls: rows[0].ssl,
+      clientTls: stream.encrypted === true,
+      native: proxy.nativeSessionCount() === 1,
+    }
   } finally {
     await client.end()
   }
@@ -92,12 +107,16 @@ describe('TLS to the upstream', () => {
       user: authUsers.scram.user,
       upstreamTls: true,
       clientTls: false,
+      native: nativeExpected,
     })
   })
 
   test('tls: verify-full with the server CA encrypts and verifies the upstream connection', async () => {
     const proxy = await proxyTo({ upstream: { tls: 'verify-full', ca: cluster.certFile } })
-    expect(await scramSession(proxy, false)).toMatchObject({ upstreamTls: true })
+    expect(await scramSession(proxy, false)).toMatchObject({
+      upstreamTls: true,
+      native: nativeExpected,
+    })
   })
 
   test('tls: verify-full with a CA that did not sign the server certificate refuses to connect', async () => {
@@ -118,6 +137,7 @@ describe('TLS from clients', () => {
       user: authUsers.scram.user,
       upstreamTls: true,
       clientTls: true,
+      native: nativeExpected,
     })
   })
 
@@ -125,7 +145,7 @@ describe('TLS from clients', () => {
     const proxy = await proxyTo(clientTls())
     const ca = readFileSync(proxyCert.certFile, 'utf8')
     const facts = await scramSession(proxy, { ca, servername: 'localhost' })
-    expect(facts.clientTls).toBe(true)
+    expect(facts).toMatchObject({ clientTls: true, native: nativeExpected })
   })
 
   test('psql with sslmode=verify-full checks the proxy certificate', async () => {

@@ -26,6 +26,17 @@ export function pgBin(name: string): string {
   return existsSync(path) ? path : name
 }
 
+/**
+ * The environment for programs the tests run (psql, initdb, …): without the sanitizer runtime that
+ * .ci/native-checks preloads into Node for the addon, which those programs do not tolerate
+ * (PostgreSQL's binaries hang under it).
+ */
+function childEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env }
+  for (const name of ['LD_PRELOAD', 'ASAN_OPTIONS', 'UBSAN_OPTIONS']) delete env[name]
+  return env
+}
+
 /** Runs a program to completion and collects its output; a non-zero exit is a result, not a throw. */
 export function runCommand(
   command: string,
@@ -35,7 +46,7 @@ export function runCommand(
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
       cwd: options.cwd,
-      env: { ...process.env, ...options.env },
+      env: { ...childEnv(), ...options.env },
       stdio: 'pipe',
     })
     let stdout = ''
