@@ -17,6 +17,32 @@ const nodeRelaySuites = [
   'test/fence/maintenance-log.test.ts',
 ]
 
+/**
+ * The client and fencing end-to-end suites that run again through a pool (PGFENCE_TEST_POOL;
+ * test/support/proxy.ts adds the pool and a userlist): pooling must change nothing a client
+ * sees, except where the README says so.
+ */
+const pooledSuites = [
+  'test/e2e/node-postgres.test.ts',
+  'test/e2e/postgres-js.test.ts',
+  'test/e2e/psql.test.ts',
+  'test/fencing-e2e/node-postgres.test.ts',
+  'test/fencing-e2e/postgres-js.test.ts',
+  'test/fencing-e2e/psql.test.ts',
+  'test/fencing-e2e/readable-errors.test.ts',
+]
+
+/**
+ * Cases that cannot apply in transaction mode, by the README's "Pooling": LISTEN is refused
+ * (0A000), and a session SET other than the tracked ones lasts only until its transaction ends.
+ */
+const notInTransactionMode = [
+  'a NOTIFY sent with psql reaches a client listening through the proxy',
+  'without fenced tables, standard_conforming_strings may be turned off',
+]
+
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
 export default defineConfig({
   test: {
     testTimeout: 60_000,
@@ -31,6 +57,24 @@ export default defineConfig({
           name: 'node relay',
           include: nodeRelaySuites,
           env: { PGFENCE_TEST_RELAY: 'node' },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'session pool',
+          // 100 clients, each holding a server connection of a pool as large as the crowd.
+          include: [...pooledSuites, 'test/fencing-e2e/many-connections.test.ts'],
+          env: { PGFENCE_TEST_POOL: 'session' },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'transaction pool',
+          include: pooledSuites,
+          env: { PGFENCE_TEST_POOL: 'transaction' },
+          testNamePattern: new RegExp(`^(?!.*(?:${notInTransactionMode.map(escape).join('|')}))`),
         },
       },
     ],
