@@ -20,7 +20,7 @@ const nodeRelaySuites = [
 /**
  * The client and fencing end-to-end suites that run again through a pool (PGFENCE_TEST_POOL;
  * test/support/proxy.ts adds the pool and a userlist): pooling must change nothing a client
- * sees, except where the README says so.
+ * sees, except where the README says so (those cases: test/support/pooled-exclusions.ts).
  */
 const pooledSuites = [
   'test/e2e/node-postgres.test.ts',
@@ -31,17 +31,6 @@ const pooledSuites = [
   'test/fencing-e2e/psql.test.ts',
   'test/fencing-e2e/readable-errors.test.ts',
 ]
-
-/**
- * Cases that cannot apply in transaction mode, by the README's "Pooling": LISTEN is refused
- * (0A000), and a session SET other than the tracked ones lasts only until its transaction ends.
- */
-const notInTransactionMode = [
-  'a NOTIFY sent with psql reaches a client listening through the proxy',
-  'without fenced tables, standard_conforming_strings may be turned off',
-]
-
-const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
 export default defineConfig({
   test: {
@@ -74,7 +63,7 @@ export default defineConfig({
           name: 'transaction pool',
           include: pooledSuites,
           env: { PGFENCE_TEST_POOL: 'transaction' },
-          testNamePattern: new RegExp(`^(?!.*(?:${notInTransactionMode.map(escape).join('|')}))`),
+          setupFiles: ['test/support/pooled-exclusions.ts'],
         },
       },
     ],

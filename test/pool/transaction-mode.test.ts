@@ -7,6 +7,7 @@ import { startTestProxy, type TestProxy } from '../support/proxy.js'
 import { pgBin, runCommand } from '../e2e/support/commands.js'
 import { sendCancelRequest } from '../e2e/support/wire.js'
 import { backendsOf, POOL_PASSWORD, writeUserlist } from './support.js'
+import { clientsKeepTheirTokens, tokenOf, tokenRules } from './acceptance.js'
 
 const POOL_SIZE = 4
 let db: TestDatabase
@@ -39,74 +40,18 @@ async function connect(): Promise<pg.Client> {
   return client
 }
 
-const tokenOf = async (client: pg.Client): Promise<string> =>
-  (await client.query("SELECT coalesce(current_setting('app.fencing_token', true), '') AS t"))
-    .rows[0].t
+const target = {
+  connect,
+  get database() {
+    return db.name
+  },
+}
 
 describe('transaction pooling', () => {
-  test('30 clients keep their own session tokens over 4 server connections', async () => {
-    const ids = [...Array(30).keys()].map((i) => 1000 + i)
-    const admin = await connect()
-    await admin.query('SET app.fencing_token = 1')
-    for (const id of ids)
-      await admin.query(`INSERT INTO invoices (id, status) VALUES (${id}, 'NEW')`)
-    await admin.end()
-    const clients = await Promise.all(ids.map(() => connect()))
-    await Promise.all(clients.map((c, i) => c.query(`SET app.fencing_token = ${ids[i]! + 5000}`)))
-    await Promise.all(
-      clients.map(async (client, i) => {
-        for (let round = 0; round < 4; round++) {
-          if (round % 2 === 0)
-            await client.query(`UPDATE invoices SET amount = amount + 1 WHERE id = ${ids[i]}`)
-          else
-            await client.query({
-              name: 'bump',
-              text: 'UPDATE invoices SET amount = amount + $1 WHERE id = $2',
-              values: [1, ids[i]],
-            })
-        }
-      }),
-    )
-    expect(await backendsOf(db.name)).toBeLessThanOrEqual(POOL_SIZE)
-    await Promise.all(clients.map((client) => client.end()))
-    const check = await connect()
-    const { rows } = await check.query(
-      'SELECT id, amount, fencing_token::int AS token FROM invoices WHERE id >= 1000 ORDER BY id',
-    )
-    await check.end()
-    expect(rows).toEqual(ids.map((id) => ({ id, amount: 4, token: id + 5000 })))
-    const stale = await connect()
-    await stale.query('SET app.fencing_token = 2')
-    await expect(
-      stale.query('UPDATE invoices SET amount = 0 WHERE id = 1000'),
-    ).rejects.toMatchObject({ code: 'PF409' })
-    await stale.end()
-  })
+  test('30 clients keep their own session tokens over 4 server connections', () =>
+    clientsKeepTheirTokens(target, POOL_SIZE, 1000))
 
-  test("PostgreSQL's rules: rollback, SET LOCAL, RESET, set_config", async () => {
-    const client = await connect()
-    await client.query('SET app.fencing_token = 10')
-    expect(await tokenOf(client)).toBe('10')
-    await client.query('BEGIN')
-    await client.query('SET app.fencing_token = 11')
-    await client.query('ROLLBACK')
-    expect(await tokenOf(client)).toBe('10')
-    await client.query('BEGIN')
-    await client.query('SET LOCAL app.fencing_token = 12')
-    expect(await tokenOf(client)).toBe('12')
-    await client.query('COMMIT')
-    expect(await tokenOf(client)).toBe('10')
-    await client.query("SELECT set_config('app.fencing_token', '13', true)")
-    expect(await tokenOf(client)).toBe('10')
-    await client.query("SELECT set_config('app.fencing_token', '14', false)")
-    expect(await tokenOf(client)).toBe('14')
-    await client.query('RESET app.fencing_token')
-    expect(await tokenOf(client)).toBe('')
-    await client.query('SET app.fencing_token = 15')
-    await client.query('DISCARD ALL')
-    expect(await tokenOf(client)).toBe('')
-    await client.end()
-  })
+  test("PostgreSQL's rules: rollback, SET LOCAL, RESET, set_config", () => tokenRules(target))
 
   test('no token is inherited by a later client, startup options are carried', async () => {
     const first = await connect()
