@@ -1,11 +1,58 @@
 import pg from 'pg'
-import { expect } from 'vitest'
-import { backendsOf } from './support.js'
+import { afterAll, beforeAll, expect } from 'vitest'
+import { sendCancelRequest } from '../e2e/support/wire.js'
+import { fencingConfig, installFencing, invoicesSql } from '../fence/support.js'
+import { adminQuery, createTestDatabase, type TestDatabase } from '../support/database.js'
+import { startTestProxy, type TestProxy } from '../support/proxy.js'
+import { backendsOf, POOL_PASSWORD, writeUserlist } from './support.js'
 
 /** The acceptance checks both pool modes pass: a way to connect, and the pool's database. */
 export interface PooledTarget {
   connect(): Promise<pg.Client>
   database: string
+}
+
+/** A test file's database with fenced invoices behind a pooling proxy. */
+export interface FencedPool extends PooledTarget {
+  /** URL through the proxy, with `password` (the userlist's by default). */
+  url(password?: string): string
+  proxy: TestProxy
+}
+
+/** Sets up (beforeAll) and tears down (afterAll) a FencedPool for the calling test file. */
+export function fencedPool(label: string, mode: 'session' | 'transaction', size: number) {
+  let db: TestDatabase
+  let proxy: TestProxy
+  beforeAll(async () => {
+    db = await createTestDatabase(label)
+    const setup = new pg.Client({ connectionString: db.url })
+    await setup.connect()
+    await setup.query(invoicesSql)
+    await setup.end()
+    const fencing = { tables: [{ name: 'invoices', column: 'fencing_token', requireToken: true }] }
+    await installFencing(db.url, fencingConfig(fencing))
+    const auth = { file: writeUserlist() }
+    proxy = await startTestProxy({ pool: { mode, size }, auth, fencing }, db.url)
+  })
+  afterAll(async () => {
+    await proxy?.close()
+    await db?.drop()
+  })
+  const pool: FencedPool = {
+    url: (password = POOL_PASSWORD) => proxy.url('postgres', db.name, password),
+    connect: async () => {
+      const client = new pg.Client({ connectionString: pool.url() })
+      await client.connect()
+      return client
+    },
+    get database() {
+      return db.name
+    },
+    get proxy() {
+      return proxy
+    },
+  }
+  return pool
 }
 
 export const tokenOf = async (client: pg.Client): Promise<string> =>
@@ -84,4 +131,29 @@ export async function tokenRules(target: PooledTarget): Promise<void> {
   await client.query('DISCARD ALL')
   expect(await tokenOf(client)).toBe('')
   await client.end()
+}
+
+/** Backends of the pool's database running `sql` now. */
+async function running(database: string, sql: string): Promise<number> {
+  const { rows } = await adminQuery(
+    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = '${database}' AND query = '${sql}' AND state = 'active'`,
+  )
+  return rows[0].n
+}
+
+/**
+ * Two clients run a query each; a cancel request with one client's key stops that client's
+ * query only, and the client goes on.
+ */
+export async function cancelReachesItsBackend(pool: FencedPool): Promise<void> {
+  const [target, bystander] = await Promise.all([pool.connect(), pool.connect()])
+  const sleeping = target.query('SELECT pg_sleep(30)')
+  const other = bystander.query("SELECT pg_sleep(3), 'done' AS outcome")
+  await expect.poll(() => running(pool.database, 'SELECT pg_sleep(30)'), { timeout: 5000 }).toBe(1)
+  const { processID, secretKey } = target as unknown as { processID: number; secretKey: number }
+  await sendCancelRequest(pool.proxy.port, processID, secretKey)
+  await expect(sleeping).rejects.toMatchObject({ code: '57014' })
+  expect((await other).rows[0].outcome).toBe('done')
+  expect((await target.query('SELECT 2 AS two')).rows[0].two).toBe(2)
+  await Promise.all([target.end(), bystander.end()])
 }

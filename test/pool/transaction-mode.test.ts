@@ -1,57 +1,26 @@
 import pg from 'pg'
 import postgres from 'postgres'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { fencingConfig, installFencing, invoicesSql } from '../fence/support.js'
-import { adminQuery, createTestDatabase, type TestDatabase } from '../support/database.js'
-import { startTestProxy, type TestProxy } from '../support/proxy.js'
+import { describe, expect, test } from 'vitest'
 import { pgBin, runCommand } from '../e2e/support/commands.js'
-import { sendCancelRequest } from '../e2e/support/wire.js'
-import { backendsOf, POOL_PASSWORD, writeUserlist } from './support.js'
-import { clientsKeepTheirTokens, tokenOf, tokenRules } from './acceptance.js'
+import { backendsOf } from './support.js'
+import {
+  cancelReachesItsBackend,
+  clientsKeepTheirTokens,
+  fencedPool,
+  tokenOf,
+  tokenRules,
+} from './acceptance.js'
 
 const POOL_SIZE = 4
-let db: TestDatabase
-let proxy: TestProxy
-
-beforeAll(async () => {
-  db = await createTestDatabase('pool_transaction')
-  const setup = new pg.Client({ connectionString: db.url })
-  await setup.connect()
-  await setup.query(invoicesSql)
-  await setup.end()
-  const fencing = { tables: [{ name: 'invoices', column: 'fencing_token', requireToken: true }] }
-  await installFencing(db.url, fencingConfig(fencing))
-  proxy = await startTestProxy(
-    { pool: { mode: 'transaction', size: POOL_SIZE }, auth: { file: writeUserlist() }, fencing },
-    db.url,
-  )
-})
-
-afterAll(async () => {
-  await proxy?.close()
-  await db?.drop()
-})
-
-const url = () => proxy.url('postgres', db.name, POOL_PASSWORD)
-
-async function connect(): Promise<pg.Client> {
-  const client = new pg.Client({ connectionString: url() })
-  await client.connect()
-  return client
-}
-
-const target = {
-  connect,
-  get database() {
-    return db.name
-  },
-}
+const pool = fencedPool('pool_transaction', 'transaction', POOL_SIZE)
+const url = () => pool.url()
+const connect = () => pool.connect()
 
 describe('transaction pooling', () => {
   test('30 clients keep their own session tokens over 4 server connections', () =>
-    clientsKeepTheirTokens(target, POOL_SIZE, 1000))
+    clientsKeepTheirTokens(pool, POOL_SIZE, 1000))
 
-  test("PostgreSQL's rules: rollback, SET LOCAL, RESET, set_config", () => tokenRules(target))
+  test("PostgreSQL's rules: rollback, SET LOCAL, RESET, set_config", () => tokenRules(pool))
 
   test('no token is inherited by a later client, startup options are carried', async () => {
     const first = await connect()
@@ -102,7 +71,7 @@ describe('transaction pooling', () => {
       }),
     )
     expect(answers).toEqual([...Array(200).keys()])
-    expect(await backendsOf(db.name)).toBeLessThanOrEqual(POOL_SIZE)
+    expect(await backendsOf(pool.database)).toBeLessThanOrEqual(POOL_SIZE)
     await Promise.all(clients.map((client) => client.end()))
   })
 
@@ -124,29 +93,11 @@ describe('transaction pooling', () => {
     expect(bench.stdout).toMatch(/number of failed transactions: 0 /)
   })
 
-  test('a cancel request reaches the backend running the client transaction', async () => {
-    const client = await connect()
-    const sleeping = client.query('SELECT pg_sleep(30)')
-    await expect
-      .poll(
-        async () =>
-          (
-            await adminQuery(
-              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = '${db.name}' AND query = 'SELECT pg_sleep(30)' AND state = 'active'`,
-            )
-          ).rows[0].n,
-        { timeout: 5000 },
-      )
-      .toBe(1)
-    const { processID, secretKey } = client as unknown as { processID: number; secretKey: number }
-    await sendCancelRequest(proxy.port, processID, secretKey)
-    await expect(sleeping).rejects.toMatchObject({ code: '57014' })
-    expect((await client.query('SELECT 2 AS two')).rows[0].two).toBe(2)
-    await client.end()
-  })
+  test('a cancel request reaches the backend running the client transaction', () =>
+    cancelReachesItsBackend(pool))
 
   test('a wrong password is refused by pgfence with 28P01', async () => {
-    const client = new pg.Client({ connectionString: proxy.url('postgres', db.name, 'nope') })
+    const client = new pg.Client({ connectionString: pool.url('nope') })
     await expect(client.connect()).rejects.toMatchObject({ code: '28P01' })
   })
 })
