@@ -52,8 +52,13 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'session pool',
-          // 100 clients, each holding a server connection of a pool as large as the crowd.
-          include: [...pooledSuites, 'test/fencing-e2e/many-connections.test.ts'],
+          include: [
+            ...pooledSuites,
+            // 100 clients, each holding a server connection of a pool as large as the crowd.
+            'test/fencing-e2e/many-connections.test.ts',
+            // pg_dump's session settings (search_path) last only a transaction in transaction mode.
+            'test/e2e/pg-dump.test.ts',
+          ],
           env: { PGFENCE_TEST_POOL: 'session' },
         },
       },
@@ -61,7 +66,13 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'transaction pool',
-          include: pooledSuites,
+          // Where session state moves between server connections: ORMs, pgbench, resource fences.
+          include: [
+            ...pooledSuites,
+            'test/orm/*.test.ts',
+            'test/e2e/pgbench.test.ts',
+            'test/resource/*.test.ts',
+          ],
           env: { PGFENCE_TEST_POOL: 'transaction' },
           setupFiles: ['test/support/pooled-exclusions.ts'],
         },
