@@ -15,11 +15,15 @@ afterAll(async () => {
   await db?.drop()
 })
 
-/** A session pool of one server connection, with the admin endpoint. */
-function startPool(waitTimeoutMs: number, logs: Record<string, unknown>[] = []) {
+/** A pool of one server connection, with the admin endpoint. */
+function startPool(
+  waitTimeoutMs: number,
+  logs: Record<string, unknown>[] = [],
+  mode: 'session' | 'transaction' = 'session',
+) {
   return startTestProxy(
     {
-      pool: { mode: 'session', size: 1, waitTimeoutMs },
+      pool: { mode, size: 1, waitTimeoutMs },
       auth: { file: writeUserlist() },
       admin: { listen: { port: 0 }, users: ['postgres'] },
     },
@@ -114,6 +118,33 @@ describe('a session pool of one with a second client waiting', () => {
       expect.objectContaining({ cl_active: '0', cl_waiting: '0', sv_active: '0', sv_idle: '1' }),
     ])
   })
+})
+
+test('transaction mode: a client whose query waits counts as waiting, not active', async () => {
+  const proxy = await startPool(60_000, [], 'transaction')
+  try {
+    const [holder, waiter] = [await connect(proxy), await connect(proxy)]
+    await holder.query('BEGIN')
+    const answer = waiter.query('SELECT 7 AS seven')
+    await expect
+      .poll(async () => poolSeries(await metrics(proxy), 'pgfence_pool_clients_waiting'))
+      .toBe(1)
+    expect(await showPools(proxy)).toEqual([
+      expect.objectContaining({
+        cl_active: '1',
+        cl_waiting: '1',
+        sv_active: '1',
+        sv_idle: '0',
+        pool_mode: 'transaction',
+      }),
+    ])
+    await holder.query('COMMIT')
+    expect((await answer).rows).toEqual([{ seven: 7 }])
+    expect(poolSeries(await metrics(proxy), 'pgfence_pool_wait_seconds_count')).toBe(1)
+    await Promise.all([holder.end(), waiter.end()])
+  } finally {
+    await proxy.close()
+  }
 })
 
 test('a client that gives up waiting is counted and logged with the pool', async () => {
