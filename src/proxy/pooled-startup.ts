@@ -39,11 +39,6 @@ export interface PooledClient {
   leftover: Buffer
 }
 
-/**
- * Authenticates a client with pgfence's own credentials, lends it a server connection with the
- * client's startup settings applied, and greets it as PostgreSQL would: AuthenticationOk, the
- * server's ParameterStatus, pgfence's BackendKeyData, ReadyForQuery.
- */
 export interface PooledStartOptions {
   /** Session mode keeps the connection (settings applied); transaction mode gives it back. */
   keepServer: boolean
@@ -53,6 +48,11 @@ export interface PooledStartOptions {
   fencing: () => boolean
 }
 
+/**
+ * Authenticates a client with pgfence's own credentials, lends it a server connection with the
+ * client's startup settings applied, and greets it as PostgreSQL would: AuthenticationOk, the
+ * server's ParameterStatus, pgfence's BackendKeyData, ReadyForQuery.
+ */
 export async function startPooledClient(
   connection: ClientConnection,
   params: Map<string, string>,
