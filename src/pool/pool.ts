@@ -107,7 +107,7 @@ export class Pool {
         timer: setTimeout(() => {
           this.waiters.splice(this.waiters.indexOf(waiter), 1)
           this.observer.timedOut()
-          this.log.warn(this.stats(), 'a client gave up waiting for a server connection')
+          this.log.info(this.stats(), 'a client gave up waiting for a server connection')
           reject(waitTimeout(this.config.waitTimeoutMs))
         }, this.config.waitTimeoutMs),
       }

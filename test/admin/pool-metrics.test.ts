@@ -160,6 +160,7 @@ test('a client that gives up waiting is counted and logged with the pool', async
     expect(logs).toContainEqual(
       expect.objectContaining({
         pool: `postgres@${db.name}`,
+        level: 30,
         msg: 'a client gave up waiting for a server connection',
       }),
     )
