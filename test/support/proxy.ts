@@ -51,6 +51,18 @@ export function withPassword(url: URL, password: string | undefined): URL {
   return url
 }
 
+/** A database's URL through a proxy, with the pooled run's password (`pooledRun`) if any. */
+export function urlThrough(
+  databaseUrl: string,
+  proxy: { host: string; port: number },
+  password?: string,
+): string {
+  const url = new URL(databaseUrl)
+  url.hostname = proxy.host
+  url.port = String(proxy.port)
+  return withPassword(url, password).toString()
+}
+
 /** Config as written in a file: every section and field optional. */
 export type ConfigOverrides = z.input<typeof configSchema>
 type LogLevel = NonNullable<NonNullable<ConfigOverrides['log']>['level']>
