@@ -17,6 +17,21 @@ const nodeRelaySuites = [
   'test/fence/maintenance-log.test.ts',
 ]
 
+/**
+ * The client and fencing end-to-end suites that run again through a pool (PGFENCE_TEST_POOL;
+ * test/support/proxy.ts adds the pool and a userlist): pooling must change nothing a client
+ * sees, except where the README says so (those cases: test/support/pooled-exclusions.ts).
+ */
+const pooledSuites = [
+  'test/e2e/node-postgres.test.ts',
+  'test/e2e/postgres-js.test.ts',
+  'test/e2e/psql.test.ts',
+  'test/fencing-e2e/node-postgres.test.ts',
+  'test/fencing-e2e/postgres-js.test.ts',
+  'test/fencing-e2e/psql.test.ts',
+  'test/fencing-e2e/readable-errors.test.ts',
+]
+
 export default defineConfig({
   test: {
     testTimeout: 60_000,
@@ -31,6 +46,35 @@ export default defineConfig({
           name: 'node relay',
           include: nodeRelaySuites,
           env: { PGFENCE_TEST_RELAY: 'node' },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'session pool',
+          include: [
+            ...pooledSuites,
+            // 100 clients, each holding a server connection of a pool as large as the crowd.
+            'test/fencing-e2e/many-connections.test.ts',
+            // pg_dump's session settings (search_path) last only a transaction in transaction mode.
+            'test/e2e/pg-dump.test.ts',
+          ],
+          env: { PGFENCE_TEST_POOL: 'session' },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'transaction pool',
+          // Where session state moves between server connections: ORMs, pgbench, resource fences.
+          include: [
+            ...pooledSuites,
+            'test/orm/*.test.ts',
+            'test/e2e/pgbench.test.ts',
+            'test/resource/*.test.ts',
+          ],
+          env: { PGFENCE_TEST_POOL: 'transaction' },
+          setupFiles: ['test/support/pooled-exclusions.ts'],
         },
       },
     ],

@@ -1,4 +1,6 @@
-import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type { PoolObserver } from '../pool/pool.js'
+import type { NamedPoolStats } from '../pool/pool-registry.js'
 
 /** Figures read from the proxy when Prometheus scrapes, so that counting costs the data path nothing. */
 export interface ProxyFigures {
@@ -11,12 +13,59 @@ export interface ProxyFigures {
   transactions(): number
   /** Lookups in the rewrite caches (the rewriter's and the native relay's) since start. */
   rewriteCacheLookups(): { hits: number; misses: number }
+  /** Each pool's figures (none when pool.mode is none). */
+  pools(): NamedPoolStats[]
 }
+
+type PoolLabel = 'database' | 'user'
+const POOL_LABELS: PoolLabel[] = ['database', 'user']
+/** Waits for a server connection: from a queue that barely forms to pool.waitTimeoutMs. */
+const WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30]
 
 /** A label set with every state present, so that a state that empties reads 0, not absent. */
 function setStates(gauge: Gauge<'state'>, states: Record<string, number>): void {
   gauge.reset()
   for (const [state, count] of Object.entries(states)) gauge.set({ state }, count)
+}
+
+/** The pools' state, read at scrape time. */
+function poolGauges(figures: ProxyFigures, registers: Registry[]): void {
+  new Gauge({
+    name: 'pgfence_pool_clients_waiting',
+    help: 'Clients queued for a server connection, by pool',
+    labelNames: POOL_LABELS,
+    registers,
+    collect() {
+      this.reset()
+      for (const { database, user, waiting } of figures.pools())
+        this.set({ database, user }, waiting)
+    },
+  })
+  new Gauge({
+    name: 'pgfence_pool_max_wait_seconds',
+    help: 'How long the first client in a pool queue has waited so far',
+    labelNames: POOL_LABELS,
+    registers,
+    collect() {
+      this.reset()
+      for (const { database, user, maxWaitMs } of figures.pools())
+        this.set({ database, user }, maxWaitMs / 1000)
+    },
+  })
+  new Gauge({
+    name: 'pgfence_pool_server_connections',
+    help: 'Server connections of a pool by state (active: lent, idle, login)',
+    labelNames: [...POOL_LABELS, 'state'],
+    registers,
+    collect() {
+      this.reset()
+      for (const { database, user, active, idle, login } of figures.pools()) {
+        this.set({ database, user, state: 'active' }, active)
+        this.set({ database, user, state: 'idle' }, idle)
+        this.set({ database, user, state: 'login' }, login)
+      }
+    },
+  })
 }
 
 /**
@@ -28,6 +77,8 @@ export class ProxyMetrics {
   readonly registry = new Registry()
   private readonly rejections: Counter<'code' | 'table'>
   private readonly connectFailures: Counter
+  private readonly poolWaits: Histogram<PoolLabel>
+  private readonly poolWaitTimeouts: Counter<PoolLabel>
 
   /** `processDefaults`: also prom-client's process series (they watch GC and the event loop). */
   constructor(figures: ProxyFigures, processDefaults: boolean) {
@@ -91,6 +142,27 @@ export class ProxyMetrics {
         this.inc({ result: 'miss' }, misses)
       },
     })
+    this.poolWaits = new Histogram({
+      name: 'pgfence_pool_wait_seconds',
+      help: 'Time clients waited in a pool queue for a server connection (those that waited)',
+      labelNames: POOL_LABELS,
+      buckets: WAIT_BUCKETS,
+      registers,
+    })
+    this.poolWaitTimeouts = new Counter({
+      name: 'pgfence_pool_wait_timeouts_total',
+      help: 'Clients that gave up after pool.waitTimeoutMs in a pool queue',
+      labelNames: POOL_LABELS,
+      registers,
+    })
+    poolGauges(figures, registers)
+  }
+
+  /** Counts the waits of the pool of one (database, user). */
+  poolObserver(database: string, user: string): PoolObserver {
+    const waits = this.poolWaits.labels({ database, user })
+    const timeouts = this.poolWaitTimeouts.labels({ database, user })
+    return { waited: (seconds) => waits.observe(seconds), timedOut: () => timeouts.inc() }
   }
 
   rejection(code: string, table: string): void {

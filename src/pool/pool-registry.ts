@@ -1,32 +1,55 @@
 import type { UpstreamCredentials } from '../auth/client-authenticator.js'
 import type { Config } from '../config/schema.js'
 import type { Logger } from '../log.js'
-import { Pool } from './pool.js'
+import { Pool, type PoolObserver, type PoolStats } from './pool.js'
 import { ServerConnection } from './server-connection.js'
+
+/** The observer of the pool of one (database, user). */
+export type PoolObservers = (database: string, user: string) => PoolObserver
+
+/** One pool's name and figures. */
+export interface NamedPoolStats extends PoolStats {
+  database: string
+  user: string
+}
+
+const unobserved: PoolObserver = { waited: () => {}, timedOut: () => {} }
 
 /** One pool per (database, user), made on first use. */
 export class PoolRegistry {
-  private readonly pools = new Map<string, Pool>()
+  private readonly pools = new Map<string, { database: string; user: string; pool: Pool }>()
 
   constructor(
     private readonly config: Config,
     private readonly log: Logger,
+    private readonly observers: PoolObservers = () => unobserved,
   ) {}
 
   get(database: string, user: string): Pool {
     const key = `${database}\0${user}`
-    let pool = this.pools.get(key)
-    if (!pool) {
+    let entry = this.pools.get(key)
+    if (!entry) {
       const open = (credentials: UpstreamCredentials) =>
         ServerConnection.open(this.config.upstream, user, database, credentials)
-      pool = new Pool(this.config.pool, open, this.log.child({ pool: `${user}@${database}` }))
-      this.pools.set(key, pool)
+      const log = this.log.child({ pool: `${user}@${database}` })
+      const pool = new Pool(this.config.pool, open, log, this.observers(database, user))
+      entry = { database, user, pool }
+      this.pools.set(key, entry)
     }
-    return pool
+    return entry.pool
+  }
+
+  /** Every pool's figures now. */
+  stats(): NamedPoolStats[] {
+    return [...this.pools.values()].map(({ database, user, pool }) => ({
+      database,
+      user,
+      ...pool.stats(),
+    }))
   }
 
   close(): void {
-    for (const pool of this.pools.values()) pool.close()
+    for (const { pool } of this.pools.values()) pool.close()
     this.pools.clear()
   }
 }

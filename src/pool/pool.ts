@@ -8,6 +8,29 @@ interface Waiter {
   resolve: (connection: ServerConnection) => void
   reject: (err: Error) => void
   timer: NodeJS.Timeout
+  /** performance.now() when the client joined the queue. */
+  since: number
+}
+
+/** What a pool reports as it happens: only clients that had to wait cost anything. */
+export interface PoolObserver {
+  /** A client waited this long in the queue, then got a server connection. */
+  waited(seconds: number): void
+  /** A client gave up after pool.waitTimeoutMs. */
+  timedOut(): void
+}
+
+/** A pool's figures at one moment, for metrics and the admin console. */
+export interface PoolStats {
+  /** Server connections lent to clients (or being reset between them). */
+  active: number
+  idle: number
+  /** Server connections still logging in. */
+  login: number
+  /** Clients queued for a server connection. */
+  waiting: number
+  /** How long the first client in the queue has waited, in milliseconds (0: none waits). */
+  maxWaitMs: number
 }
 
 export type OpenServer = (credentials: UpstreamCredentials) => Promise<ServerConnection>
@@ -29,6 +52,8 @@ export class Pool {
   private readonly waiters: Waiter[] = []
   /** Connections lent, idle, resetting or being opened. */
   private count = 0
+  /** Connections being opened (logging in). */
+  private opening = 0
   private credentials: UpstreamCredentials | null = null
   private readonly sweeper: NodeJS.Timeout
   private closed = false
@@ -37,6 +62,7 @@ export class Pool {
     private readonly config: PoolConfig,
     private readonly open: OpenServer,
     private readonly log: Logger,
+    private readonly observer: PoolObserver,
   ) {
     const every = Math.max(50, Math.min(1000, config.idleTimeoutMs / 2, config.maxLifetimeMs / 2))
     this.sweeper = setInterval(() => this.sweep(), every).unref()
@@ -47,27 +73,46 @@ export class Pool {
     this.credentials = credentials
   }
 
-  /** Server connections lent and idle, and clients waiting: what sizing a pool needs. */
-  stats() {
+  /** Server connections by state, and clients waiting: what sizing a pool needs. */
+  stats(): PoolStats {
     const idle = this.idle.length
-    return { active: this.count - idle, idle, waiting: this.waiters.length }
+    const first = this.waiters[0]
+    return {
+      active: this.count - idle - this.opening,
+      idle,
+      login: this.opening,
+      waiting: this.waiters.length,
+      maxWaitMs: first ? performance.now() - first.since : 0,
+    }
   }
 
   checkout(): Promise<ServerConnection> {
     const connection = this.takeIdle()
     if (connection) return Promise.resolve(connection)
     if (this.count < this.config.size) return this.openOne()
+    return this.enqueue()
+  }
+
+  /** Every server connection is lent: the client queues (FIFO) until one comes back. */
+  private enqueue(): Promise<ServerConnection> {
     return new Promise((resolve, reject) => {
+      const since = performance.now()
       const waiter: Waiter = {
-        resolve,
+        resolve: (connection) => {
+          this.observer.waited((performance.now() - since) / 1000)
+          resolve(connection)
+        },
         reject,
+        since,
         timer: setTimeout(() => {
           this.waiters.splice(this.waiters.indexOf(waiter), 1)
-          this.log.warn(this.stats(), 'a client gave up waiting for a server connection')
+          this.observer.timedOut()
+          this.log.info(this.stats(), 'a client gave up waiting for a server connection')
           reject(waitTimeout(this.config.waitTimeoutMs))
         }, this.config.waitTimeoutMs),
       }
       this.waiters.push(waiter)
+      this.log.info(this.stats(), 'a client waits for a server connection')
     })
   }
 
@@ -108,12 +153,15 @@ export class Pool {
   private async openOne(): Promise<ServerConnection> {
     if (!this.credentials) throw new PgError('08006', 'no credentials to open a server connection')
     this.count++
+    this.opening++
     try {
       return await this.open(this.credentials)
     } catch (err) {
       this.count--
       this.serveWaiter()
       throw err
+    } finally {
+      this.opening--
     }
   }
 

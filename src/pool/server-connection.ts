@@ -103,17 +103,20 @@ export class ServerConnection {
 
   /** Runs a simple Query and returns the text values of its rows. */
   async rows(text: string): Promise<(string | null)[][]> {
+    const messages = await this.response(text)
+    const failure = messages.find((message) => message[0] === Backend.ErrorResponse)
+    if (failure) throw serverError(failure)
+    return messages.filter((message) => message[0] === DATA_ROW).map(decodeDataRow)
+  }
+
+  /** Runs a simple Query and returns every message of its response but the ReadyForQuery. */
+  async response(text: string): Promise<Buffer[]> {
     this.socket.write(query(text))
-    const rows: (string | null)[][] = []
-    let failure: PgError | null = null
+    const messages: Buffer[] = []
     for (;;) {
       const message = await this.queue.next()
-      if (message[0] === DATA_ROW) rows.push(decodeDataRow(message))
-      else if (message[0] === Backend.ErrorResponse) failure ??= serverError(message)
-      else if (message[0] === Backend.ReadyForQuery) {
-        if (failure) throw failure
-        return rows
-      }
+      if (message[0] === Backend.ReadyForQuery) return messages
+      messages.push(message)
     }
   }
 

@@ -1,7 +1,9 @@
 import type { ConsoleCommands, ConsoleTable, ShowSubject } from '../admin/console.js'
 import type { ProxyMetrics } from '../admin/metrics.js'
 import { parseTableName } from '../rewrite/tables.js'
+import type { NamedPoolStats } from '../pool/pool-registry.js'
 import type { LiveConfig } from './live-config.js'
+import { poolRows } from './pool-view.js'
 import type { SessionRegistry } from './session-registry.js'
 
 const REJECTION_CODES = ['PF409', 'PF428', 'PF400', 'PF501'] as const
@@ -100,16 +102,17 @@ function configRows(value: unknown, prefix = ''): [string, string][] {
   )
 }
 
-/** The admin console's commands over the proxy's state. */
+/** The admin console's commands over the proxy's state; `pools`: null when pool.mode is none. */
 export function consoleCommands(
   registry: SessionRegistry,
   live: LiveConfig,
   metrics: ProxyMetrics,
+  pools: () => NamedPoolStats[] | null,
 ): ConsoleCommands {
   const tables: Record<ShowSubject, () => ConsoleTable | Promise<ConsoleTable>> = {
     clients: () => registry.clientRows(),
     servers: () => registry.serverRows(),
-    pools: () => registry.poolRows(),
+    pools: () => poolRows(registry, pools(), live.config.pool.mode),
     stats: () => stats(registry, live, metrics),
     fencing: () => fencing(live, metrics),
     config: () => ({ columns: ['key', 'value'], rows: configRows(live.config) }),

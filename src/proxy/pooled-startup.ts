@@ -8,6 +8,8 @@ import type { ServerConnection } from '../pool/server-connection.js'
 import { settingsStatement, startupSettings } from '../pool/startup-settings.js'
 import { PgError } from '../wire/error-response.js'
 import { readBackendKey } from '../server/cancel-forwarder.js'
+import type { LoginQuery } from './login-query.js'
+import { nonConformingStrings } from './server-notices.js'
 import type { PooledUpstream } from './session.js'
 import { MessageQueue, typedMessageLength } from '../wire/message-queue.js'
 import { backendKeyData, parameterStatus, readyForQuery } from '../wire/messages.js'
@@ -37,6 +39,15 @@ export interface PooledClient {
   leftover: Buffer
 }
 
+export interface PooledStartOptions {
+  /** Session mode keeps the connection (settings applied); transaction mode gives it back. */
+  keepServer: boolean
+  /** The database's table-name check, when one is due (as at a login without pooling). */
+  nameCheck: (() => LoginQuery | null) | null
+  /** Whether statements are fenced: then SQL must be lexed as pgfence does. */
+  fencing: () => boolean
+}
+
 /**
  * Authenticates a client with pgfence's own credentials, lends it a server connection with the
  * client's startup settings applied, and greets it as PostgreSQL would: AuthenticationOk, the
@@ -46,8 +57,7 @@ export async function startPooledClient(
   connection: ClientConnection,
   params: Map<string, string>,
   context: PoolingContext,
-  /** Session mode keeps the connection (settings applied); transaction mode gives it back. */
-  keepServer: boolean,
+  { keepServer, nameCheck, fencing }: PooledStartOptions,
 ): Promise<PooledClient> {
   const user = params.get('user')!
   const database = params.get('database') || user
@@ -73,10 +83,18 @@ export async function startPooledClient(
       void pool.release(server, async () => true)
       throw new Error('client left while waiting for a server connection')
     }
+    // Before the greeting, so that the client's first statement meets the check's outcome.
+    await runNameCheck(pool, server, nameCheck?.() ?? null, context.resetTimeoutMs)
+    const parameters = greetingParameters(server.parameters, settings)
+    const refusal = fencing() && nonConformingStrings(scs(parameters))
+    if (refusal) {
+      void pool.release(server, async () => true)
+      throw refusal
+    }
     const held = { server: keepServer ? server : null }
     const cancelKey = context.cancelKeys.issue(() => held.server?.backendKey ?? null)
     // Greeted first: the settings' round trip to the server overlaps the client's next one.
-    socket.write(welcome(server.parameters, settings, cancelKey))
+    socket.write(welcome(parameters, cancelKey))
     const pooled = { pool, server, held, settings, cancelKey, leftover: queue.leftover }
     if (!keepServer) {
       void pool.release(server, async () => true)
@@ -91,6 +109,22 @@ export async function startPooledClient(
     return pooled
   } finally {
     socket.off('close', onClose)
+  }
+}
+
+/** Runs a due table-name check on a lent connection: once per database and interval. */
+async function runNameCheck(
+  pool: Pool,
+  server: ServerConnection,
+  check: LoginQuery | null,
+  resetTimeoutMs: number,
+): Promise<void> {
+  if (check === null) return
+  try {
+    check.done(await server.response(check.sql))
+  } catch (err) {
+    void pool.release(server, (s) => s.reset(false, resetTimeoutMs))
+    throw new PgError('08006', (err as Error).message)
   }
 }
 
@@ -111,15 +145,19 @@ async function applySettings(
 }
 
 /** The server's ParameterStatus set as it will be once the client's settings are applied. */
-function welcome(
+function greetingParameters(
   parameters: Map<string, string>,
   settings: [string, string][],
-  cancelKey: Buffer,
-): Buffer {
+): [string, string][] {
   const asked = new Map(settings.map(([name, value]) => [name.toLowerCase(), value]))
-  const parts = [...parameters].map(([name, value]) =>
-    parameterStatus(name, asked.get(name.toLowerCase()) ?? value),
-  )
+  return [...parameters].map(([name, value]) => [name, asked.get(name.toLowerCase()) ?? value])
+}
+
+const scs = (parameters: [string, string][]): string =>
+  parameters.find(([name]) => name === 'standard_conforming_strings')?.[1] ?? 'on'
+
+function welcome(parameters: [string, string][], cancelKey: Buffer): Buffer {
+  const parts = parameters.map(([name, value]) => parameterStatus(name, value))
   return Buffer.concat([...parts, backendKeyData(cancelKey), readyForQuery('I')])
 }
 

@@ -2,15 +2,19 @@ import { createCredentialSource } from '../auth/credential-source.js'
 import type { Config } from '../config/schema.js'
 import type { Logger } from '../log.js'
 import { CancelKeys } from '../pool/cancel-keys.js'
-import { PoolRegistry } from '../pool/pool-registry.js'
+import { PoolRegistry, type PoolObservers } from '../pool/pool-registry.js'
 import type { PoolingContext } from './pooled-startup.js'
 
 /** What a pooling proxy shares across its clients; null when pool.mode is none. */
-export function createPooling(config: Config, logger: Logger): PoolingContext | null {
+export function createPooling(
+  config: Config,
+  logger: Logger,
+  observers: PoolObservers,
+): PoolingContext | null {
   if (config.pool.mode === 'none') return null
   return {
     credentials: createCredentialSource(config.auth, config.upstream),
-    pools: new PoolRegistry(config, logger),
+    pools: new PoolRegistry(config, logger, observers),
     cancelKeys: new CancelKeys(),
     resetTimeoutMs: config.upstream.connectTimeoutMs,
   }

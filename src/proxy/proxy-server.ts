@@ -23,6 +23,7 @@ import { CONSOLE_DATABASE, openConsole } from '../admin/console-session.js'
 import { upstreamAccepts } from '../server/upstream-probe.js'
 import { ChurnCollector } from './churn-collector.js'
 import { createPooling } from './pooling.js'
+import { serverStates } from './pool-view.js'
 import { lendServer, startPooledClient } from './pooled-startup.js'
 import { startTransactionSession } from './transaction-session.js'
 
@@ -75,19 +76,22 @@ export async function startProxy(
   const churn = options.collectAfterChurn ? new ChurnCollector() : null
   let nextId = 0
   let draining = false
+  const pools = () => pooling?.pools.stats() ?? null
   const metrics = new ProxyMetrics(
     {
       clientConnections: () => registry.clientConnections(),
-      serverConnections: () => registry.serverConnections(),
+      serverConnections: () => serverStates(registry, pools()),
       nativeRelaySessions: () => registry.nativeRelaySessions(),
       transactions: () => registry.transactions(),
       rewriteCacheLookups: () => live.cacheLookups(),
+      pools: () => pools() ?? [],
     },
     Boolean(config.admin?.listen),
   )
-  const commands = consoleCommands(registry, live, metrics)
-
-  const pooling = createPooling(config, logger)
+  const commands = consoleCommands(registry, live, metrics, pools)
+  const pooling = createPooling(config, logger, (database, user) =>
+    metrics.poolObserver(database, user),
+  )
 
   async function serve(accepted: ClientConnection, log: Logger): Promise<void> {
     const raw = accepted.socket
@@ -129,7 +133,9 @@ export async function startProxy(
       }
       const database = params.get('database') ?? params.get('user') ?? ''
       const sessionLog = log.child({ user: params.get('user'), database })
-      const checkNames = !params.has('replication')
+      const nameCheck = params.has('replication')
+        ? null
+        : () => live.settings.current.nameChecks?.loginQuery(database) ?? null
       const sessionSettings = settingsForDatabase(live.settings, database)
       const track = (session: RegisteredSession): void => {
         void session.closed.then(() => {
@@ -146,18 +152,26 @@ export async function startProxy(
         })
         if (draining) session.closeWhenIdle(SHUTDOWN)
       }
+      const pooledStart = { nameCheck, fencing: () => sessionSettings.current.rewriter !== null }
       if (pooling && config.pool.mode === 'transaction') {
-        const pooled = await startPooledClient(handshake.connection, params, pooling, false)
+        const pooled = await startPooledClient(handshake.connection, params, pooling, {
+          ...pooledStart,
+          keepServer: false,
+        })
         clearTimeout(startupTimer)
         return track(
           startTransactionSession(handshake.connection, pooled, pooling, config, {
             settings: sessionSettings,
             logger: sessionLog,
+            onRejection: (code, table) => metrics.rejection(code, table),
           }),
         )
       }
       if (pooling) {
-        const pooled = await startPooledClient(handshake.connection, params, pooling, true)
+        const pooled = await startPooledClient(handshake.connection, params, pooling, {
+          ...pooledStart,
+          keepServer: true,
+        })
         const session = new ProxySession(handshake.connection, pooled.server.socket, {
           settings: sessionSettings,
           logger: sessionLog,
@@ -187,9 +201,7 @@ export async function startProxy(
       if (raw.destroyed) return void upstream.destroy()
       const session = (relay.session = new ProxySession(handshake.connection, upstream, {
         settings: sessionSettings,
-        loginQuery: checkNames
-          ? () => live.settings.current.nameChecks?.loginQuery(database) ?? null
-          : null,
+        loginQuery: nameCheck,
         logger: sessionLog,
         onReady: () => {
           clearTimeout(startupTimer)

@@ -104,27 +104,26 @@ export class SessionRegistry {
     }
   }
 
-  /** pool.mode none: one pool per (database, user), one server connection per client. */
-  poolRows(): ConsoleTable {
-    const pools = new Map<string, { database: string; user: string; clients: number }>()
+  /** Client sessions per (database, user), keyed by poolKey. */
+  clientsByPool(): Map<string, PoolClients> {
+    const pools = new Map<string, PoolClients>()
     for (const { database, user } of this.sessions.values()) {
-      const key = JSON.stringify([database, user])
+      const key = poolKey(database, user)
       const pool = pools.get(key) ?? { database, user, clients: 0 }
       pool.clients++
       pools.set(key, pool)
     }
-    return {
-      columns: ['database', 'user', 'cl_active', 'sv_active', 'pool_mode'],
-      rows: [...pools.values()].map((pool) => [
-        pool.database,
-        pool.user,
-        pool.clients,
-        pool.clients,
-        'none',
-      ]),
-    }
+    return pools
   }
 }
+
+export interface PoolClients {
+  database: string
+  user: string
+  clients: number
+}
+
+export const poolKey = (database: string, user: string): string => `${database}\0${user}`
 
 function clientState(session: RegisteredSession): 'startup' | 'idle' | 'active' | 'in_transaction' {
   const state = session.state()

@@ -7,7 +7,6 @@ import { AuthPhaseFilter } from '../wire/auth-filter.js'
 import { BackendScanner } from '../wire/backend-scanner.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
-import { decodeParameterStatus } from '../wire/parameter-status.js'
 import { Backend, Frontend, FRONTEND_TYPE_CHARS } from '../wire/protocol.js'
 import { idleBefore, MaintenanceLog } from './maintenance-log.js'
 import {
@@ -18,7 +17,7 @@ import {
 } from './statement-interceptor.js'
 import { RequestTracker, type RequestProgress } from './request-progress.js'
 import { cutError, type CutReason } from './cut-outcome.js'
-import { readableError } from './readable-errors.js'
+import { onServerError, parameterRefusal } from './server-notices.js'
 import { withLoginQuery, type LoginPhase, type LoginQuery } from './login-query.js'
 import {
   nativeRelayModule,
@@ -42,7 +41,6 @@ const interceptTypes = (rewriter: StatementRewriter | null, maintenance: boolean
   rewriter ? (maintenance ? WITH_BIND_TYPES : REWRITTEN_TYPES) : TERMINATE_ONLY
 
 /** The DETAIL of PF409 as `pgfence.stale` words it (src/schema/fence-helpers.ts). */
-const STALE_DETAIL = /^incoming token (\d+) is lower than the committed token (\d+)/
 
 export interface SessionOptions {
   /** Rewriter and limits, read at each statement: a config reload swaps them. */
@@ -441,47 +439,18 @@ export class ProxySession {
     return this.onServerError(message)
   }
 
-  /**
-   * pgfence lexes SQL as the server does with standard_conforming_strings on: with it off, `\'`
-   * ends a plain literal for pgfence but not for the server, so a write could pass for part of
-   * a literal and go through unfenced. A fencing session is closed instead.
-   */
+  /** A fencing session is closed when the server stops lexing SQL as pgfence does. */
   private onParameterStatus(message: Buffer): void {
     if (!this.options.settings.current.rewriter) return
-    const { name, value } = decodeParameterStatus(message)
-    if (name !== 'standard_conforming_strings' || value === 'on') return
-    this.abort(
-      new PgError(
-        '0A000',
-        'pgfence requires standard_conforming_strings = on',
-        'FATAL',
-        `the server reports standard_conforming_strings = ${value}`,
-        'leave standard_conforming_strings at its default (on) for sessions through pgfence',
-      ),
-    )
+    const refusal = parameterRefusal(message)
+    if (refusal) this.abort(refusal)
   }
 
   /** Logs a fencing rejection, and gives it back without pgfence's own CONTEXT lines. */
   private onServerError(message: Buffer): Buffer | undefined {
     const fields = decodeErrorFields(message)
     this.lastErrorFatal = fields.severity === 'FATAL' || fields.severity === 'PANIC'
-    if (fields.code?.startsWith('PF')) {
-      this.options.onRejection(fields.code, `${fields.schema ?? ''}.${fields.table ?? ''}`)
-      const tokens = STALE_DETAIL.exec(fields.detail ?? '')
-      this.options.logger.info(
-        {
-          code: fields.code,
-          schema: fields.schema,
-          table: fields.table,
-          incoming: tokens?.[1],
-          committed: tokens?.[2],
-          detail: fields.detail,
-        },
-        'fencing rejection',
-      )
-      return readableError(message)
-    }
-    return undefined
+    return onServerError(message, fields, this.options.logger, this.options.onRejection)
   }
 
   /** A protocol violation by the client: tell it why, then close both sides. */

@@ -5,7 +5,7 @@ import type { Pool } from '../pool/pool.js'
 import type { ServerConnection } from '../pool/server-connection.js'
 import { settingsStatement } from '../pool/startup-settings.js'
 import { statementEffects } from '../pool/transaction-rules.js'
-import { PgError } from '../wire/error-response.js'
+import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
 import { query, readCString, typedMessage } from '../wire/messages.js'
 import { Backend, Frontend, FRONTEND_TYPES, HEADER_BYTES } from '../wire/protocol.js'
@@ -13,6 +13,7 @@ import { cutError, type CutReason } from './cut-outcome.js'
 import type { PooledClient, PoolingContext } from './pooled-startup.js'
 import type { SettingsHolder } from './live-settings.js'
 import { MaintenanceLog } from './maintenance-log.js'
+import { onServerError, parameterRefusal, type OnRejection } from './server-notices.js'
 import type { SessionState } from './session.js'
 import { encodingOf, interceptStatement } from './statement-interceptor.js'
 
@@ -28,6 +29,7 @@ export interface TransactionSessionOptions {
   resetTimeoutMs: number
   /** The server connection the client holds now, for its cancel requests. */
   held: { server: ServerConnection | null }
+  onRejection: OnRejection
 }
 
 /** The messages that run statements: logged under pgfence.maintenance. */
@@ -296,7 +298,8 @@ export class TransactionSession {
       const message = buffered.subarray(pos, pos + total)
       pos += total
       if (!this.keep(message)) continue
-      out.push(message)
+      out.push(this.relayed(message))
+      if (this.ended) return true
       if (message[0] === Backend.ReadyForQuery && this.outstanding === 0 && message[5] === 0x49)
         release = true
     }
@@ -325,6 +328,18 @@ export class TransactionSession {
       if (this.expected[0] === 'sync') this.expected.shift()
     }
     return true
+  }
+
+  /** As without pooling: rejections counted, logged and readable; SQL lexed as pgfence does. */
+  private relayed(message: Buffer): Buffer {
+    const { logger, onRejection, live } = this.options
+    if (message[0] === Backend.ErrorResponse)
+      return onServerError(message, decodeErrorFields(message), logger, onRejection) ?? message
+    if (message[0] === Backend.ParameterStatus && live.current.rewriter) {
+      const refusal = parameterRefusal(message)
+      if (refusal) this.fail(refusal)
+    }
+    return message
   }
 
   /** The transaction is over: the connection goes back, after reading settings it may have changed. */
@@ -397,7 +412,7 @@ export function startTransactionSession(
   pooled: PooledClient,
   context: PoolingContext,
   config: Config,
-  options: { settings: SettingsHolder; logger: Logger },
+  options: { settings: SettingsHolder; logger: Logger; onRejection: OnRejection },
 ): TransactionSession {
   const { setting, resourceSetting } = config.fencing
   const tracked = new Set([setting, resourceSetting, 'application_name'])
@@ -410,6 +425,7 @@ export function startTransactionSession(
     settings: pooled.settings,
     resetTimeoutMs: context.resetTimeoutMs,
     held: pooled.held,
+    onRejection: options.onRejection,
   })
   session.closed.then(() => context.cancelKeys.forget(pooled.cancelKey))
   session.start(pooled.leftover)

@@ -11,6 +11,7 @@ import { FencingRewriter } from '../../src/rewrite/rewriter.js'
 import { resolveTables } from '../../src/schema/resolve-tables.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { relayUnderTest } from '../support/proxy.js'
+import { POOL_PASSWORD, writeUserlist } from '../support/pool-auth.js'
 import { sqlstateOf } from '../support/sqlstate.js'
 import { capturingLogger } from '../fencing-e2e/support.js'
 
@@ -168,51 +169,59 @@ describe('in a database', () => {
     expect(columns.rows.map((r) => r.table_name)).toEqual(['Invoices', 'events', 'events_2026'])
   })
 
-  describe('through the proxy', () => {
-    let proxy: RunningProxy
-    const logs: Record<string, unknown>[] = []
-    const url = () => {
-      const u = new URL(db.url)
-      u.port = String(proxy.port)
-      u.hostname = proxy.host
-      return u.toString()
-    }
-
-    beforeAll(async () => {
-      const config = parseConfig({
-        listen: { host: '127.0.0.1', port: 0 },
-        upstream: { host: db.host, port: db.port, tls: 'disable' },
-        fencing: { tables: [{ name: 'Invoices' }, { name: 'Orders' }] },
-        relay: relayUnderTest(),
-      })
-      proxy = await startProxy(config, { logger: capturingLogger(logs) })
-    })
-
-    afterAll(async () => proxy?.close())
-
-    test('an unresolved name is logged at error once, and writes to its look-alike are refused', async () => {
-      for (let i = 0; i < 2; i++) {
-        const client = new pg.Client({ connectionString: url() })
-        await client.connect()
-        try {
-          expect(await sqlstateOf(client.query("UPDATE orders SET status = 'x'"))).toBe('PF501')
-          expect(await sqlstateOf(client.query('SELECT * FROM orders'))).toBe('ok')
-          const insert = `INSERT INTO "Invoices" (id) VALUES (${i})`
-          expect(await sqlstateOf(client.query(insert))).toBe('PF428')
-          await client.query("SET app.fencing_token = '5'")
-          expect(await sqlstateOf(client.query(insert))).toBe('ok')
-        } finally {
-          await client.end()
-        }
+  // Pooled sessions are checked once per database (on a lent connection), as without pooling.
+  describe.each(['none', 'session', 'transaction'] as const)(
+    'through the proxy, pool.mode %s',
+    (mode) => {
+      let proxy: RunningProxy
+      const logs: Record<string, unknown>[] = []
+      const url = () => {
+        const u = new URL(db.url)
+        u.port = String(proxy.port)
+        u.hostname = proxy.host
+        if (mode !== 'none') u.password = POOL_PASSWORD
+        return u.toString()
       }
-      const errors = logs.filter((r) => r.level === 50)
-      expect(errors).toEqual([
-        expect.objectContaining({
-          database: db.name,
-          table: 'Orders',
-          msg: expect.stringContaining('the database has public.orders'),
-        }),
-      ])
-    })
-  })
+
+      beforeAll(async () => {
+        const pooling = mode === 'none' ? {} : { pool: { mode }, auth: { file: writeUserlist() } }
+        const config = parseConfig({
+          ...pooling,
+          listen: { host: '127.0.0.1', port: 0 },
+          upstream: { host: db.host, port: db.port, tls: 'disable' },
+          fencing: { tables: [{ name: 'Invoices' }, { name: 'Orders' }] },
+          relay: relayUnderTest(),
+        })
+        proxy = await startProxy(config, { logger: capturingLogger(logs) })
+      })
+
+      afterAll(async () => proxy?.close())
+
+      test('an unresolved name is logged at error once, and writes to its look-alike are refused', async () => {
+        for (let i = 0; i < 2; i++) {
+          const client = new pg.Client({ connectionString: url() })
+          await client.connect()
+          try {
+            expect(await sqlstateOf(client.query("UPDATE orders SET status = 'x'"))).toBe('PF501')
+            expect(await sqlstateOf(client.query('SELECT * FROM orders'))).toBe('ok')
+            const id = ['none', 'session', 'transaction'].indexOf(mode) * 10 + i
+            const insert = `INSERT INTO "Invoices" (id) VALUES (${id})`
+            expect(await sqlstateOf(client.query(insert))).toBe('PF428')
+            await client.query("SET app.fencing_token = '5'")
+            expect(await sqlstateOf(client.query(insert))).toBe('ok')
+          } finally {
+            await client.end()
+          }
+        }
+        const errors = logs.filter((r) => r.level === 50)
+        expect(errors).toEqual([
+          expect.objectContaining({
+            database: db.name,
+            table: 'Orders',
+            msg: expect.stringContaining('the database has public.orders'),
+          }),
+        ])
+      })
+    },
+  )
 })

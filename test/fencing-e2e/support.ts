@@ -2,10 +2,10 @@ import { Writable } from 'node:stream'
 import pg from 'pg'
 import { pino } from 'pino'
 import { parseConfig } from '../../src/config/load.js'
-import { startProxy, type RunningProxy } from '../../src/proxy/proxy-server.js'
+import { startProxy } from '../../src/proxy/proxy-server.js'
 import { installSql } from '../../src/schema/install.js'
 import { maintenanceSession, type TestDatabase } from '../support/database.js'
-import { relayUnderTest } from '../support/proxy.js'
+import { pooledRun, relayUnderTest, urlThrough } from '../support/proxy.js'
 export { sqlstateOf } from '../support/sqlstate.js'
 
 /** The `invoices` table of the product story, fenced on `fencing_token`. */
@@ -47,7 +47,9 @@ export function capturingLogger(records: Record<string, unknown>[]): pino.Logger
 export async function startFencedStack(db: TestDatabase): Promise<FencedStack> {
   const admin = new pg.Client({ connectionString: db.url, ...maintenanceSession })
   await admin.connect()
+  const pooled = pooledRun(db.url)
   const config = parseConfig({
+    ...pooled.overrides,
     listen: { host: '127.0.0.1', port: 0 },
     upstream: { host: db.host, port: db.port, tls: 'disable' },
     fencing: fencingSection,
@@ -62,7 +64,7 @@ export async function startFencedStack(db: TestDatabase): Promise<FencedStack> {
   return {
     db,
     admin,
-    url: proxyUrl(db.url, proxy),
+    url: urlThrough(db.url, proxy, pooled.password),
     logRecords,
     invoice: async (id) =>
       (await admin.query('SELECT status, fencing_token FROM invoices WHERE id = $1', [id])).rows[0],
@@ -78,13 +80,6 @@ export async function startFencedStack(db: TestDatabase): Promise<FencedStack> {
       await db.drop()
     },
   }
-}
-
-function proxyUrl(databaseUrl: string, proxy: RunningProxy): string {
-  const url = new URL(databaseUrl)
-  url.hostname = proxy.host
-  url.port = String(proxy.port)
-  return url.toString()
 }
 
 /** What a client saw for one statement: its row count, or the error fields it received. */

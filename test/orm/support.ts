@@ -6,7 +6,7 @@ import { startProxy, type RunningProxy } from '../../src/proxy/proxy-server.js'
 import { installSql } from '../../src/schema/install.js'
 import { resolveTables } from '../../src/schema/resolve-tables.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { relayUnderTest } from '../support/proxy.js'
+import { pooledRun, relayUnderTest, urlThrough } from '../support/proxy.js'
 
 /** A database with the ORM's table, `pgfence migrate` done, and pgfence in front of it. */
 export interface OrmStack {
@@ -36,7 +36,9 @@ export async function ormStack(
   await admin.connect()
   if (typeof createSchema === 'string') await admin.query(createSchema)
   else await createSchema(db.url)
+  const pooled = pooledRun(db.url)
   const config = parseConfig({
+    ...pooled.overrides,
     listen: { host: '127.0.0.1', port: 0 },
     upstream: { host: db.host, port: db.port, tls: 'disable' },
     limits: { shutdownTimeoutMs: 1000 },
@@ -47,12 +49,9 @@ export async function ormStack(
   if (problems.length > 0) throw new Error(problems.map((p) => p.message).join('\n'))
   await admin.query(installSql(config.fencing, tables))
   const proxy: RunningProxy = await startProxy(config, { logger: createLogger('silent') })
-  const url = new URL(db.url)
-  url.hostname = proxy.host
-  url.port = String(proxy.port)
   return {
     db,
-    url: url.toString(),
+    url: urlThrough(db.url, proxy, pooled.password),
     admin,
     row: async (name, id) =>
       (await admin.query(`SELECT * FROM "${name}" WHERE id = $1`, [id])).rows.map((row) =>

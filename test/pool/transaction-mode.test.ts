@@ -1,112 +1,26 @@
 import pg from 'pg'
 import postgres from 'postgres'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { fencingConfig, installFencing, invoicesSql } from '../fence/support.js'
-import { adminQuery, createTestDatabase, type TestDatabase } from '../support/database.js'
-import { startTestProxy, type TestProxy } from '../support/proxy.js'
+import { describe, expect, test } from 'vitest'
 import { pgBin, runCommand } from '../e2e/support/commands.js'
-import { sendCancelRequest } from '../e2e/support/wire.js'
-import { backendsOf, POOL_PASSWORD, writeUserlist } from './support.js'
+import { backendsOf } from './support.js'
+import {
+  cancelReachesItsBackend,
+  clientsKeepTheirTokens,
+  fencedPool,
+  tokenOf,
+  tokenRules,
+} from './acceptance.js'
 
 const POOL_SIZE = 4
-let db: TestDatabase
-let proxy: TestProxy
-
-beforeAll(async () => {
-  db = await createTestDatabase('pool_transaction')
-  const setup = new pg.Client({ connectionString: db.url })
-  await setup.connect()
-  await setup.query(invoicesSql)
-  await setup.end()
-  const fencing = { tables: [{ name: 'invoices', column: 'fencing_token', requireToken: true }] }
-  await installFencing(db.url, fencingConfig(fencing))
-  proxy = await startTestProxy(
-    { pool: { mode: 'transaction', size: POOL_SIZE }, auth: { file: writeUserlist() }, fencing },
-    db.url,
-  )
-})
-
-afterAll(async () => {
-  await proxy?.close()
-  await db?.drop()
-})
-
-const url = () => proxy.url('postgres', db.name, POOL_PASSWORD)
-
-async function connect(): Promise<pg.Client> {
-  const client = new pg.Client({ connectionString: url() })
-  await client.connect()
-  return client
-}
-
-const tokenOf = async (client: pg.Client): Promise<string> =>
-  (await client.query("SELECT coalesce(current_setting('app.fencing_token', true), '') AS t"))
-    .rows[0].t
+const pool = fencedPool('pool_transaction', 'transaction', POOL_SIZE)
+const url = () => pool.url()
+const connect = () => pool.connect()
 
 describe('transaction pooling', () => {
-  test('30 clients keep their own session tokens over 4 server connections', async () => {
-    const ids = [...Array(30).keys()].map((i) => 1000 + i)
-    const admin = await connect()
-    await admin.query('SET app.fencing_token = 1')
-    for (const id of ids)
-      await admin.query(`INSERT INTO invoices (id, status) VALUES (${id}, 'NEW')`)
-    await admin.end()
-    const clients = await Promise.all(ids.map(() => connect()))
-    await Promise.all(clients.map((c, i) => c.query(`SET app.fencing_token = ${ids[i]! + 5000}`)))
-    await Promise.all(
-      clients.map(async (client, i) => {
-        for (let round = 0; round < 4; round++) {
-          if (round % 2 === 0)
-            await client.query(`UPDATE invoices SET amount = amount + 1 WHERE id = ${ids[i]}`)
-          else
-            await client.query({
-              name: 'bump',
-              text: 'UPDATE invoices SET amount = amount + $1 WHERE id = $2',
-              values: [1, ids[i]],
-            })
-        }
-      }),
-    )
-    expect(await backendsOf(db.name)).toBeLessThanOrEqual(POOL_SIZE)
-    await Promise.all(clients.map((client) => client.end()))
-    const check = await connect()
-    const { rows } = await check.query(
-      'SELECT id, amount, fencing_token::int AS token FROM invoices WHERE id >= 1000 ORDER BY id',
-    )
-    await check.end()
-    expect(rows).toEqual(ids.map((id) => ({ id, amount: 4, token: id + 5000 })))
-    const stale = await connect()
-    await stale.query('SET app.fencing_token = 2')
-    await expect(
-      stale.query('UPDATE invoices SET amount = 0 WHERE id = 1000'),
-    ).rejects.toMatchObject({ code: 'PF409' })
-    await stale.end()
-  })
+  test('30 clients keep their own session tokens over 4 server connections', () =>
+    clientsKeepTheirTokens(pool, POOL_SIZE, 1000))
 
-  test("PostgreSQL's rules: rollback, SET LOCAL, RESET, set_config", async () => {
-    const client = await connect()
-    await client.query('SET app.fencing_token = 10')
-    expect(await tokenOf(client)).toBe('10')
-    await client.query('BEGIN')
-    await client.query('SET app.fencing_token = 11')
-    await client.query('ROLLBACK')
-    expect(await tokenOf(client)).toBe('10')
-    await client.query('BEGIN')
-    await client.query('SET LOCAL app.fencing_token = 12')
-    expect(await tokenOf(client)).toBe('12')
-    await client.query('COMMIT')
-    expect(await tokenOf(client)).toBe('10')
-    await client.query("SELECT set_config('app.fencing_token', '13', true)")
-    expect(await tokenOf(client)).toBe('10')
-    await client.query("SELECT set_config('app.fencing_token', '14', false)")
-    expect(await tokenOf(client)).toBe('14')
-    await client.query('RESET app.fencing_token')
-    expect(await tokenOf(client)).toBe('')
-    await client.query('SET app.fencing_token = 15')
-    await client.query('DISCARD ALL')
-    expect(await tokenOf(client)).toBe('')
-    await client.end()
-  })
+  test("PostgreSQL's rules: rollback, SET LOCAL, RESET, set_config", () => tokenRules(pool))
 
   test('no token is inherited by a later client, startup options are carried', async () => {
     const first = await connect()
@@ -157,7 +71,7 @@ describe('transaction pooling', () => {
       }),
     )
     expect(answers).toEqual([...Array(200).keys()])
-    expect(await backendsOf(db.name)).toBeLessThanOrEqual(POOL_SIZE)
+    expect(await backendsOf(pool.database)).toBeLessThanOrEqual(POOL_SIZE)
     await Promise.all(clients.map((client) => client.end()))
   })
 
@@ -179,29 +93,11 @@ describe('transaction pooling', () => {
     expect(bench.stdout).toMatch(/number of failed transactions: 0 /)
   })
 
-  test('a cancel request reaches the backend running the client transaction', async () => {
-    const client = await connect()
-    const sleeping = client.query('SELECT pg_sleep(30)')
-    await expect
-      .poll(
-        async () =>
-          (
-            await adminQuery(
-              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = '${db.name}' AND query = 'SELECT pg_sleep(30)' AND state = 'active'`,
-            )
-          ).rows[0].n,
-        { timeout: 5000 },
-      )
-      .toBe(1)
-    const { processID, secretKey } = client as unknown as { processID: number; secretKey: number }
-    await sendCancelRequest(proxy.port, processID, secretKey)
-    await expect(sleeping).rejects.toMatchObject({ code: '57014' })
-    expect((await client.query('SELECT 2 AS two')).rows[0].two).toBe(2)
-    await client.end()
-  })
+  test('a cancel request reaches the backend running the client transaction', () =>
+    cancelReachesItsBackend(pool))
 
   test('a wrong password is refused by pgfence with 28P01', async () => {
-    const client = new pg.Client({ connectionString: proxy.url('postgres', db.name, 'nope') })
+    const client = new pg.Client({ connectionString: pool.url('nope') })
     await expect(client.connect()).rejects.toMatchObject({ code: '28P01' })
   })
 })

@@ -3,6 +3,7 @@ import { parseConfig } from '../../src/config/load.js'
 import type { FencingConfig } from '../../src/config/schema.js'
 import { createLogger } from '../../src/log.js'
 import { startProxy, type RunningProxy } from '../../src/proxy/proxy-server.js'
+import { pooledRun, urlThrough } from '../support/proxy.js'
 import { installSql } from '../../src/schema/install.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 export { sqlstateOf } from '../support/sqlstate.js'
@@ -46,7 +47,9 @@ export async function fencedDatabase(
   schemaSql: string,
 ): Promise<FencedDatabase> {
   const db = await createTestDatabase(label)
+  const pooled = pooledRun(db.url)
   const config = parseConfig({
+    ...pooled.overrides,
     listen: { host: '127.0.0.1', port: 0 },
     upstream: { host: db.host, port: db.port, tls: 'disable' },
     limits: { shutdownTimeoutMs: 1000 },
@@ -65,15 +68,13 @@ export async function fencedDatabase(
   await admin.query(schemaSql)
   await admin.query(installSql(config.fencing))
   const proxy = await startProxy(config, { logger: createLogger('silent') })
-  const proxyUrl = new URL(db.url)
-  proxyUrl.hostname = proxy.host
-  proxyUrl.port = String(proxy.port)
+  const proxyUrl = urlThrough(db.url, proxy, pooled.password)
   return {
     db,
     proxy,
     fencing: config.fencing,
-    proxyUrl: proxyUrl.toString(),
-    connect: () => open(proxyUrl.toString()),
+    proxyUrl,
+    connect: () => open(proxyUrl),
     connectDirect: () => open(db.url),
     close: async () => {
       await Promise.allSettled(clients.map((client) => client.end()))

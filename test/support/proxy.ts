@@ -5,10 +5,63 @@ import type { configSchema } from '../../src/config/schema.js'
 import { createLogger } from '../../src/log.js'
 import { createFencingRewriter } from '../../src/proxy/fencing.js'
 import { startProxy, type ProxyOptions } from '../../src/proxy/proxy-server.js'
+import { POOL_PASSWORD, writeUserlist } from './pool-auth.js'
 
 /** The relay the suites run with: PGFENCE_TEST_RELAY, else the default (native). */
 export const relayUnderTest = (): 'native' | 'node' | undefined =>
   process.env.PGFENCE_TEST_RELAY === 'node' ? 'node' : undefined
+
+/** The pool mode the suites run with: PGFENCE_TEST_POOL, else none (vitest.config's pooled runs). */
+export const poolUnderTest = (): 'session' | 'transaction' | undefined => {
+  const mode = process.env.PGFENCE_TEST_POOL
+  return mode === 'session' || mode === 'transaction' ? mode : undefined
+}
+
+/**
+ * Session mode: a pool as large as any suite's crowd of clients, since each holds its server
+ * connection. Transaction mode: few server connections, so that clients share them.
+ */
+const POOLED_RUN_SIZE = { session: 120, transaction: 4 } as const
+
+/**
+ * Under PGFENCE_TEST_POOL, the pool and a userlist for the upstream URL's user (its password, or
+ * POOL_PASSWORD when it has none), and the password clients then give; else nothing.
+ */
+export function pooledRun(upstreamUrl: string): {
+  overrides: ConfigOverrides
+  password?: string
+} {
+  const mode = poolUnderTest()
+  if (!mode) return { overrides: {} }
+  const upstream = new URL(upstreamUrl)
+  const password = decodeURIComponent(upstream.password) || POOL_PASSWORD
+  const user = decodeURIComponent(upstream.username)
+  return {
+    overrides: {
+      pool: { mode, size: POOLED_RUN_SIZE[mode] },
+      auth: { file: writeUserlist([`"${user}" "${password}"`]) },
+    },
+    password,
+  }
+}
+
+/** `url` with `password` set, when one is given and the URL has none. */
+export function withPassword(url: URL, password: string | undefined): URL {
+  if (password !== undefined && url.password === '') url.password = encodeURIComponent(password)
+  return url
+}
+
+/** A database's URL through a proxy, with the pooled run's password (`pooledRun`) if any. */
+export function urlThrough(
+  databaseUrl: string,
+  proxy: { host: string; port: number },
+  password?: string,
+): string {
+  const url = new URL(databaseUrl)
+  url.hostname = proxy.host
+  url.port = String(proxy.port)
+  return withPassword(url, password).toString()
+}
 
 /** Config as written in a file: every section and field optional. */
 export type ConfigOverrides = z.input<typeof configSchema>
@@ -39,7 +92,10 @@ export async function startTestProxy(
   options: ProxyOptions = {},
 ): Promise<TestProxy> {
   const upstream = new URL(upstreamUrl)
+  // A suite that sets its own pool (or auth) is not run pooled by PGFENCE_TEST_POOL.
+  const pooled = overrides.pool || overrides.auth ? { overrides: {} } : pooledRun(upstreamUrl)
   const config = parseConfig({
+    ...pooled.overrides,
     ...overrides,
     listen: { host: '127.0.0.1', port: 0, ...overrides.listen },
     upstream: {
@@ -71,7 +127,7 @@ export async function startTestProxy(
         url.password = password ?? ''
       }
       if (database !== undefined) url.pathname = `/${database}`
-      return url.toString()
+      return withPassword(url, pooled.password).toString()
     },
     nativeSessionCount: () => server.nativeSessionCount(),
     adminPort: server.adminPort,

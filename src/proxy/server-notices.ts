@@ -1,0 +1,58 @@
+import type { Logger } from '../log.js'
+import { PgError, type ErrorFields } from '../wire/error-response.js'
+import { decodeParameterStatus } from '../wire/parameter-status.js'
+import { readableError } from './readable-errors.js'
+
+const STALE_DETAIL = /^incoming token (\d+) is lower than the committed token (\d+)/
+
+/** Counts a fencing rejection (metrics), by SQLSTATE and `schema.table`. */
+export type OnRejection = (code: string, table: string) => void
+
+/**
+ * pgfence lexes SQL as the server does with standard_conforming_strings on: with it off, `\'`
+ * ends a plain literal for pgfence but not for the server, so a write could pass for part of
+ * a literal and go through unfenced. A fencing session is refused instead.
+ */
+export function nonConformingStrings(value: string): PgError | null {
+  if (value === 'on') return null
+  return new PgError(
+    '0A000',
+    'pgfence requires standard_conforming_strings = on',
+    'FATAL',
+    `the server reports standard_conforming_strings = ${value}`,
+    'leave standard_conforming_strings at its default (on) for sessions through pgfence',
+  )
+}
+
+/** The refusal a server ParameterStatus calls for in a fencing session, if any. */
+export function parameterRefusal(message: Buffer): PgError | null {
+  const { name, value } = decodeParameterStatus(message)
+  return name === 'standard_conforming_strings' ? nonConformingStrings(value) : null
+}
+
+/**
+ * A server ErrorResponse: a fencing rejection is counted, logged (info) and given back without
+ * pgfence's own CONTEXT lines (the replacement returned); anything else passes as it is.
+ */
+export function onServerError(
+  message: Buffer,
+  fields: ErrorFields,
+  logger: Logger,
+  onRejection: OnRejection,
+): Buffer | undefined {
+  if (!fields.code?.startsWith('PF')) return undefined
+  onRejection(fields.code, `${fields.schema ?? ''}.${fields.table ?? ''}`)
+  const tokens = STALE_DETAIL.exec(fields.detail ?? '')
+  logger.info(
+    {
+      code: fields.code,
+      schema: fields.schema,
+      table: fields.table,
+      incoming: tokens?.[1],
+      committed: tokens?.[2],
+      detail: fields.detail,
+    },
+    'fencing rejection',
+  )
+  return readableError(message)
+}
