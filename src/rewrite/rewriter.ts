@@ -126,9 +126,11 @@ export class FencingRewriter implements StatementRewriter {
     if (mayNameMaintenance.test(text)) return null
     const entry = this.templateFor(text, 1, marksOf(text))
     if (entry.kind === 'template') return entry.template
-    // Only the marker changes: the text as normalised (other comments dropped, as in a rewrite).
-    if (entry.kind === 'marked')
+    // A fenced write that only gets the marker: the text as normalised (other comments dropped,
+    // as a rewrite drops them). Other marked texts keep every byte, through rewriteQuery.
+    if (entry.kind === 'marked' && this.mayTouchFencedTable(text)) {
       return toTemplate(statementMarker(entry.mark) + withoutMarkers(text), 1)
+    }
     return entry.kind === 'unchanged' ? undefined : null
   }
 
