@@ -17,7 +17,7 @@ const markerValueSql = `CASE WHEN pg_catalog.starts_with(pg_catalog.current_quer
  * The token a statement presents, as a trigger reads it: the proxy's marker, else the session
  * setting. `setting` is SQL text of the setting's name.
  */
-const effectiveTokenSql = (setting: string): string =>
+export const effectiveTokenSql = (setting: string): string =>
   `coalesce(${markerValueSql}, pg_catalog.current_setting(${setting}, true))`
 
 /**
