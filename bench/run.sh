@@ -102,34 +102,20 @@ run_passthrough() {
   done
 }
 
-# Pooled targets: PgBouncer and pgfence in session mode, both authenticating clients with SCRAM;
-# -C opens a new connection per transaction.
+# Pooled targets: PgBouncer and pgfence pooling in the same mode (table "pooled": session,
+# "transaction": transaction), both authenticating clients with SCRAM; -C opens a new
+# connection per transaction (measured directly too in the session table).
 run_pooled() {
-  local round mode
+  local table=$1 bouncer=$2 fence=$3 round mode
   for round in $(seq 1 "$BENCH_ROUNDS"); do
-    log "==> pooled round $round/$BENCH_ROUNDS (${BENCH_WARMUP}s warm-up + ${BENCH_SECONDS}s each)"
+    log "==> $table round $round/$BENCH_ROUNDS (${BENCH_WARMUP}s warm-up + ${BENCH_SECONDS}s each)"
     for mode in simple extended prepared; do
-      measure pooled "$mode" pgbouncer "$PGBOUNCER_POOLED_PORT" -S -M "$mode"
-      measure pooled "$mode" pgfence "$PGFENCE_POOLED_PORT" -S -M "$mode"
+      measure "$table" "$mode" pgbouncer "$bouncer" -S -M "$mode"
+      measure "$table" "$mode" pgfence "$fence" -S -M "$mode"
     done
-    measure pooled "simple -C" direct "$PG_PORT" -S -C -M simple
-    measure pooled "simple -C" pgbouncer "$PGBOUNCER_POOLED_PORT" -S -C -M simple
-    measure pooled "simple -C" pgfence "$PGFENCE_POOLED_PORT" -S -C -M simple
-  done
-}
-
-# Transaction pools: PgBouncer (pool_mode = transaction) and pgfence (pool.mode: transaction),
-# same pool size, SCRAM clients; a server connection per transaction instead of per client.
-run_transaction_pooled() {
-  local round mode
-  for round in $(seq 1 "$BENCH_ROUNDS"); do
-    log "==> transaction-pooled round $round/$BENCH_ROUNDS (${BENCH_WARMUP}s warm-up + ${BENCH_SECONDS}s each)"
-    for mode in simple extended prepared; do
-      measure transaction "$mode" pgbouncer "$PGBOUNCER_TRANSACTION_PORT" -S -M "$mode"
-      measure transaction "$mode" pgfence "$PGFENCE_TRANSACTION_PORT" -S -M "$mode"
-    done
-    measure transaction "simple -C" pgbouncer "$PGBOUNCER_TRANSACTION_PORT" -S -C -M simple
-    measure transaction "simple -C" pgfence "$PGFENCE_TRANSACTION_PORT" -S -C -M simple
+    if [[ $table == pooled ]]; then measure pooled "simple -C" direct "$PG_PORT" -S -C -M simple; fi
+    measure "$table" "simple -C" pgbouncer "$bouncer" -S -C -M simple
+    measure "$table" "simple -C" pgfence "$fence" -S -C -M simple
   done
 }
 
@@ -265,8 +251,8 @@ main() {
   if [[ $BENCH_TLS == 1 ]]; then start_tls_targets; fi
 
   run_passthrough
-  run_pooled
-  run_transaction_pooled
+  run_pooled pooled "$PGBOUNCER_POOLED_PORT" "$PGFENCE_POOLED_PORT"
+  run_pooled transaction "$PGBOUNCER_TRANSACTION_PORT" "$PGFENCE_TRANSACTION_PORT"
   if [[ $BENCH_FENCED == 1 ]]; then run_fenced_writes; fi
   if [[ $BENCH_TLS == 1 ]]; then run_tls; fi
 
