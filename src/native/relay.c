@@ -113,11 +113,9 @@ static int contains_needle(const relay_t *r, const uint8_t *text, size_t n) {
   return 0;
 }
 
-/* Query and Parse need the rewriter only when they can name a fenced table; a named Parse
- * always goes (transaction pooling keeps the client's named statements; they are made once). */
+/* Query and Parse need the rewriter only when they can name a fenced table. */
 static int wants_message(const relay_t *r, const uint8_t *message, size_t n) {
   if (r->needles == NULL || (message[0] != 'Q' && message[0] != 'P')) return 1;
-  if (message[0] == 'P' && n > HEADER_BYTES && message[HEADER_BYTES] != 0) return 1;
   return contains_needle(r, message + HEADER_BYTES, n - HEADER_BYTES);
 }
 
@@ -784,16 +782,13 @@ static napi_value js_update(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* closeWhenIdle() → whether the session is idle outside a transaction now (the caller may stop
- * the relay at once); if not, "idle" is reported as soon as it is (shutdown, a pool wanting its
- * server connection back). */
+/* closeWhenIdle(): from now on, report "idle" as soon as the session is idle outside a
+ * transaction (shutdown). */
 static napi_value js_close_when_idle(napi_env env, napi_callback_info info) {
-  napi_value argv[1], idle;
+  napi_value argv[1];
   relay_t *r = unwrap_relay(env, info, argv);
-  if (!r) return NULL;
-  r->close_when_idle = 1;
-  napi_get_boolean(env, !r->stopped && relay_idle(r), &idle);
-  return idle;
+  if (r) r->close_when_idle = 1;
+  return NULL;
 }
 
 /* relay(clientFd, serverFd, { maxMessageBytes, frontendTypes, interceptTypes, statementNeedles,

@@ -50,8 +50,6 @@ export const waitTimeout = (ms: number) =>
 export class Pool {
   private readonly idle: ServerConnection[] = []
   private readonly waiters: Waiter[] = []
-  /** Clients keeping a connection between transactions: asked for it when a client waits. */
-  private readonly keepers = new Set<() => void>()
   /** Connections lent, idle, resetting or being opened. */
   private count = 0
   /** Connections being opened (logging in). */
@@ -115,21 +113,7 @@ export class Pool {
       }
       this.waiters.push(waiter)
       this.log.info(this.stats(), 'a client waits for a server connection')
-      for (const giveBack of this.keepers) giveBack()
     })
-  }
-
-  hasWaiters(): boolean {
-    return this.waiters.length > 0
-  }
-
-  /** A client keeps its connection between transactions until `giveBack` is called. */
-  keep(giveBack: () => void): void {
-    this.keepers.add(giveBack)
-  }
-
-  unkeep(giveBack: () => void): void {
-    this.keepers.delete(giveBack)
   }
 
   /**

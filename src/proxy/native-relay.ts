@@ -20,11 +20,8 @@ export interface NativeRelay {
   progress(): RequestProgress
   /** A config reload: applies from the next message. */
   update(settings: NativeRelaySettings): void
-  /**
-   * Whether the session is idle outside a transaction now (stop() may follow at once); if not,
-   * onClose('idle') as soon as it is (shutdown, a pool wanting its server connection back).
-   */
-  closeWhenIdle(): boolean
+  /** Shutdown: onClose('idle') as soon as the session is idle outside a transaction. */
+  closeWhenIdle(): void
 }
 
 /** What a config reload may change in a running relay. */
@@ -63,10 +60,6 @@ export interface NativeRelayOptions extends NativeRelaySettings {
    */
   onClose(kind: 'client' | 'server' | 'invalid' | 'idle', detail?: string): void
 }
-
-/** Needles the native relay can match byte for byte (ASCII case folding), else none. */
-export const asciiOnly = (needles?: readonly string[]) =>
-  needles?.every((needle) => Buffer.byteLength(needle) === needle.length) ? needles : undefined
 
 /** An opaque handle on a native Query template cache. */
 export type NativeQueryCache = { readonly brand: unique symbol }

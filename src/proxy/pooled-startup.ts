@@ -40,7 +40,7 @@ export interface PooledClient {
 }
 
 export interface PooledStartOptions {
-  /** Session mode applies the settings here; transaction mode replays them when it needs to. */
+  /** Session mode keeps the connection (settings applied); transaction mode gives it back. */
   keepServer: boolean
   /** The database's table-name check, when one is due (as at a login without pooling). */
   nameCheck: (() => LoginQuery | null) | null
@@ -96,8 +96,10 @@ export async function startPooledClient(
     // Greeted first: the settings' round trip to the server overlaps the client's next one.
     socket.write(welcome(parameters, cancelKey))
     const pooled = { pool, server, held, settings, cancelKey, leftover: queue.leftover }
-    // Transaction mode: the session keeps the connection (lazily) until a client waits.
-    if (!keepServer) return pooled
+    if (!keepServer) {
+      void pool.release(server, async () => true)
+      return pooled
+    }
     try {
       await applySettings(pool, server, settings, context.resetTimeoutMs)
     } catch (err) {

@@ -61,11 +61,6 @@ export class RequestTracker {
     if (this.outstanding > 0 && --this.outstanding === 0) this.mayCommit = false
   }
 
-  /** Nothing in flight, outside a transaction (snapshot() without reading the clock). */
-  get atRest(): boolean {
-    return this.outstanding === 0 && this.status === 'I'
-  }
-
   snapshot(): RequestProgress {
     const { outstanding, status, mayCommit, transactions } = this
     const quietMs = performance.now() - this.progressAt

@@ -20,7 +20,6 @@ import { cutError, type CutReason } from './cut-outcome.js'
 import { onServerError, parameterRefusal } from './server-notices.js'
 import { withLoginQuery, type LoginPhase, type LoginQuery } from './login-query.js'
 import {
-  asciiOnly,
   nativeRelayModule,
   plainDescriptor,
   type NativeRelay,
@@ -34,6 +33,8 @@ import type { SettingsHolder } from './live-settings.js'
 const FLUSH_MARK = Buffer.alloc(0)
 
 /** Needles the native relay can match byte for byte (ASCII case folding), else none. */
+const asciiOnly = (needles?: readonly string[]) =>
+  needles?.every((needle) => Buffer.byteLength(needle) === needle.length) ? needles : undefined
 
 /** `maintenance`: maintenance may be on, so every statement is logged. */
 const interceptTypes = (rewriter: StatementRewriter | null, maintenance: boolean) =>
@@ -349,8 +350,7 @@ export class ProxySession {
     const serverFd = plainDescriptor(this.upstream)
     if (clientFd === null || serverFd === null) return false
     stopReading(this.client)
-    // A pooled server connection reads again after the session: it keeps its read buffer.
-    stopReading(this.upstream, !this.options.pooled)
+    stopReading(this.upstream)
     this.native = nativeRelayModule.relay(clientFd, serverFd, {
       ...this.nativeSettings(),
       frontendTypes: FRONTEND_TYPE_CHARS,

@@ -17,19 +17,18 @@ export function descriptorOf(socket: net.Socket): number | null {
 }
 
 /**
- * Stops a socket's reads at the handle, whatever way it delivers its bytes: the stream
- * machinery would otherwise start reading again on its own (to refill its buffer). A socket
- * stopped for good gives its read buffer, if it has one of the pool's, back (the caller holds
- * nothing read into it); one that will read again (resumeReading) keeps it.
+ * Stops a socket's reads at the handle for good, whatever way it delivers its bytes: the stream
+ * machinery would otherwise start reading again on its own (to refill its buffer). Its read
+ * buffer, if it has one of the pool's, goes back (the caller holds nothing read into it).
  */
-export function stopReading(socket: net.Socket, forGood = true): void {
+export function stopReading(socket: net.Socket): void {
   socket.pause()
   const handle = handleOf(socket)
   if (!handle?.readStop) return
   handle.reading = false
   handle.readStop()
   handle.readStart = () => 0
-  if (forGood) returnReadBuffer(socket)
+  returnReadBuffer(socket)
 }
 
 /** Undoes stopReading, for a socket that outlives its session (a pooled server connection). */
