@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # npm run bench: pgbench through direct PostgreSQL, PgBouncer (session mode) and pgfence.
 #
+# Pooled tables: pgbench -S (and -S -C, a new connection per transaction) with SCRAM clients
+# through PgBouncer and pgfence pooling in the same mode and pool size: session, then transaction.
 # Table 1 (passthrough): pgbench -S in simple, extended and prepared modes; pgfence fences
 # nothing. Table 2 (fenced writes, BENCH_FENCED=1): an UPDATE of pgbench_accounts with the token
 # given by SET or by a comment, through a pgfence fencing pgbench_accounts (in a database of its
@@ -100,19 +102,20 @@ run_passthrough() {
   done
 }
 
-# Pooled targets: PgBouncer and pgfence in session mode, both authenticating clients with SCRAM;
-# -C opens a new connection per transaction.
+# Pooled targets: PgBouncer and pgfence pooling in the same mode (table "pooled": session,
+# "transaction": transaction), both authenticating clients with SCRAM; -C opens a new
+# connection per transaction (measured directly too in the session table).
 run_pooled() {
-  local round mode
+  local table=$1 bouncer=$2 fence=$3 round mode
   for round in $(seq 1 "$BENCH_ROUNDS"); do
-    log "==> pooled round $round/$BENCH_ROUNDS (${BENCH_WARMUP}s warm-up + ${BENCH_SECONDS}s each)"
+    log "==> $table round $round/$BENCH_ROUNDS (${BENCH_WARMUP}s warm-up + ${BENCH_SECONDS}s each)"
     for mode in simple extended prepared; do
-      measure pooled "$mode" pgbouncer "$PGBOUNCER_POOLED_PORT" -S -M "$mode"
-      measure pooled "$mode" pgfence "$PGFENCE_POOLED_PORT" -S -M "$mode"
+      measure "$table" "$mode" pgbouncer "$bouncer" -S -M "$mode"
+      measure "$table" "$mode" pgfence "$fence" -S -M "$mode"
     done
-    measure pooled "simple -C" direct "$PG_PORT" -S -C -M simple
-    measure pooled "simple -C" pgbouncer "$PGBOUNCER_POOLED_PORT" -S -C -M simple
-    measure pooled "simple -C" pgfence "$PGFENCE_POOLED_PORT" -S -C -M simple
+    if [[ $table == pooled ]]; then measure pooled "simple -C" direct "$PG_PORT" -S -C -M simple; fi
+    measure "$table" "simple -C" pgbouncer "$bouncer" -S -C -M simple
+    measure "$table" "simple -C" pgfence "$fence" -S -C -M simple
   done
 }
 
@@ -233,13 +236,23 @@ main() {
   log "==> pgfence (session pooling, SCRAM) on 127.0.0.1:$PGFENCE_POOLED_PORT"
   start_pgfence "$PGFENCE_POOLED_PORT" '[]' pgfence-pooled session || PGFENCE_POOLED_PORT=
 
+  PGBOUNCER_TRANSACTION_PORT=$(free_port)
+  log "==> pgbouncer (transaction mode, SCRAM) on 127.0.0.1:$PGBOUNCER_TRANSACTION_PORT"
+  start_pgbouncer "$PGBOUNCER_TRANSACTION_PORT" "$BENCH_DB" transaction scram-sha-256
+
+  PGFENCE_TRANSACTION_PORT=$(free_port)
+  log "==> pgfence (transaction pooling, SCRAM) on 127.0.0.1:$PGFENCE_TRANSACTION_PORT"
+  start_pgfence "$PGFENCE_TRANSACTION_PORT" '[]' pgfence-transaction transaction ||
+    PGFENCE_TRANSACTION_PORT=
+
   PGFENCE_FENCED_PORT=
   if [[ $BENCH_FENCED == 1 ]]; then start_fenced_pgfence; fi
 
   if [[ $BENCH_TLS == 1 ]]; then start_tls_targets; fi
 
   run_passthrough
-  run_pooled
+  run_pooled pooled "$PGBOUNCER_POOLED_PORT" "$PGFENCE_POOLED_PORT"
+  run_pooled transaction "$PGBOUNCER_TRANSACTION_PORT" "$PGFENCE_TRANSACTION_PORT"
   if [[ $BENCH_FENCED == 1 ]]; then run_fenced_writes; fi
   if [[ $BENCH_TLS == 1 ]]; then run_tls; fi
 
@@ -249,6 +262,9 @@ main() {
   printf '\npgbench -S through session pools (SCRAM clients; -C: a connection per transaction), %s clients, median TPS\n' \
     "$BENCH_CLIENTS"
   summarize pooled 'direct pgbouncer pgfence' 'pgfence/pgbouncer'
+  printf '\npgbench -S through transaction pools (SCRAM clients, pool size 20; -C: a connection per transaction), %s clients, median TPS\n' \
+    "$BENCH_CLIENTS"
+  summarize transaction 'pgbouncer pgfence' 'pgfence/pgbouncer'
   if [[ $BENCH_FENCED == 1 ]]; then
     printf '\nUPDATE pgbench_accounts (token by SET or comment), %s clients, %s x %ss after %ss warm-up, median TPS\n' \
       "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"
