@@ -8,6 +8,8 @@ export interface StatementEffects {
   touchesSettings: boolean
   /** Prepared statements it drops: all of them, or one name. */
   forgets: 'all' | string | null
+  /** The name an SQL PREPARE gives its statement (the same namespace as protocol-level ones). */
+  prepares: string | null
 }
 
 const SESSION_LOCKS = new Set([
@@ -31,6 +33,7 @@ export function statementEffects(sql: string): StatementEffects {
     refused: refusedFeature(words),
     touchesSettings: words.some((word) => SETTING_WORDS.has(word)),
     forgets: forgottenStatements(words),
+    prepares: preparedName(words),
   }
 }
 
@@ -73,6 +76,16 @@ function forgottenStatements(words: string[]): 'all' | string | null {
     if (words[i] !== 'deallocate') continue
     const name = words[i + 1] === 'prepare' ? words[i + 2] : words[i + 1]
     return name === undefined || name === 'all' || name === ';' ? 'all' : name
+  }
+  return null
+}
+
+function preparedName(words: string[]): string | null {
+  for (let i = 0; i < words.length; i++) {
+    const starts = i === 0 || words[i - 1] === ';'
+    const name = words[i + 1]
+    if (starts && words[i] === 'prepare' && name !== undefined && name !== 'transaction')
+      return name
   }
   return null
 }

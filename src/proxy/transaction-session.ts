@@ -196,11 +196,11 @@ export class TransactionSession {
     switch (message[0]) {
       case Frontend.Query:
         this.outstanding++
-        out.push(this.statement(message, 5))
+        out.push(this.statement(message, 5, out))
         break
       case Frontend.Parse: {
         const name = readCString(message, 5)?.text ?? ''
-        const parse = this.statement(message, 5 + Buffer.byteLength(name) + 1)
+        const parse = this.statement(message, 5 + Buffer.byteLength(name) + 1, out)
         if (name !== '') {
           this.statements.set(name, parse)
           if (server.prepared.has(name)) this.inject(out, closeStatement(name))
@@ -247,6 +247,15 @@ export class TransactionSession {
     out.push(message)
   }
 
+  /** Another client's statement of this name on the connection is closed first. */
+  private closeForeign(out: Buffer[], name: string): void {
+    const server = this.server!
+    const theirs = server.prepared.get(name)
+    if (!theirs || theirs === this.statements.get(name)) return
+    this.inject(out, closeStatement(name))
+    server.prepared.delete(name)
+  }
+
   /** A named statement the connection lacks (or holds another client's version of) is re-made. */
   private ensurePrepared(out: Buffer[], name: string | undefined): void {
     if (!name) return
@@ -262,11 +271,13 @@ export class TransactionSession {
   }
 
   /** The Query or Parse to send: refused, or rewritten for fencing; its effects noted. */
-  private statement(message: Buffer, textAt: number): Buffer {
+  private statement(message: Buffer, textAt: number, out: Buffer[]): Buffer {
     const end = message.indexOf(0, textAt)
     const bytes = message.subarray(textAt, end < 0 ? message.length : end)
     const effects = statementEffects(bytes.toString(encodingOf(bytes)))
     this.touched ||= effects.touchesSettings
+    // SQL PREPARE shares the protocol's namespace: another client's statement of the name goes.
+    if (effects.prepares) this.closeForeign(out, effects.prepares)
     if (effects.forgets === 'all') this.statements.clear()
     else if (effects.forgets) this.statements.delete(effects.forgets)
     if (effects.forgets) this.server!.prepared.clear()
