@@ -29,8 +29,10 @@ export class PoolRegistry {
     const key = `${database}\0${user}`
     let entry = this.pools.get(key)
     if (!entry) {
+      // Session pools lend their connections to the native relay, which then owns their TLS.
+      const nativeTls = this.config.relay === 'native' && this.config.pool.mode === 'session'
       const open = (credentials: UpstreamCredentials) =>
-        ServerConnection.open(this.config.upstream, user, database, credentials)
+        ServerConnection.open(this.config.upstream, user, database, credentials, nativeTls)
       const log = this.log.child({ pool: `${user}@${database}` })
       const pool = new Pool(this.config.pool, open, log, this.observers(database, user))
       entry = { database, user, pool }

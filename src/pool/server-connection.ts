@@ -49,9 +49,12 @@ export class ServerConnection {
     user: string,
     database: string,
     credentials: UpstreamCredentials,
+    nativeTls = false,
   ): Promise<ServerConnection> {
     const box: { connection?: ServerConnection } = {}
-    const socket = await connectUpstream(upstream, (chunk) => box.connection!.receiver(chunk))
+    const socket = await connectUpstream(upstream, (chunk) => box.connection!.receiver(chunk), {
+      nativeTls,
+    })
     const connection = (box.connection = new ServerConnection(socket))
     const timer = setTimeout(() => socket.destroy(), upstream.connectTimeoutMs)
     try {

@@ -17,6 +17,7 @@ import {
   type ConfigOverrides,
   type TestProxy,
 } from '../support/proxy.js'
+import { writeUserlist } from '../support/pool-auth.js'
 import { pgBin, runCommand } from './support/commands.js'
 
 let cluster: AuthCluster
@@ -109,6 +110,19 @@ describe('TLS to the upstream', () => {
       clientTls: false,
       native: nativeExpected,
     })
+  })
+
+  test('a session pool lends its TLS connection to one client after another, relayed alike', async () => {
+    const { user, password } = authUsers.scram
+    const proxy = await proxyTo({
+      upstream: { tls: 'require' },
+      pool: { mode: 'session', size: 1 },
+      auth: { file: writeUserlist([`"${user}" "${password}"`]) },
+    })
+    const first = await scramSession(proxy, false)
+    const second = await scramSession(proxy, false)
+    const expected = { user, upstreamTls: true, clientTls: false, native: nativeExpected }
+    expect([first, second]).toEqual([expected, expected])
   })
 
   test('tls: verify-full with the server CA encrypts and verifies the upstream connection', async () => {
