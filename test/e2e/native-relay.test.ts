@@ -129,7 +129,7 @@ async function countingProxy(queryCacheSize?: number) {
   const rewriter: StatementRewriter = {
     prefilterNeedles: inner.prefilterNeedles,
     commentKeys: inner.commentKeys,
-    rewriteParse: (sql) => inner.rewriteParse(sql),
+    rewriteParse: (sql, named) => inner.rewriteParse(sql, named),
     rewriteQuery: (sql) => (calls.rewriteQuery++, inner.rewriteQuery(sql)),
     templateForQuery: (text) => (calls.templateForQuery++, inner.templateForQuery(text)),
   }
