@@ -108,8 +108,6 @@ const relationOf = (range: RangeVar): string =>
 function targetOf(range: RangeVar, ctx: FenceContext): Target | undefined {
   const table = matchTable(ctx.tables, range)
   if (!table) return refuseLookalike(range, ctx)
-  // A fenced parent is refused too while one of its children lacks the fence triggers.
-  refuseLookalike(range, { unresolved: ctx.unresolved.filter((name) => name.reason) })
   const relation = relationOf(range)
   const names = `${quoteLiteral(relation)}, ${quoteLiteral(table.column)}`
   const column = `${quoteIdent(range.alias?.aliasname ?? range.relname)}.${quoteIdent(table.column)}`
@@ -129,7 +127,7 @@ function targetOf(range: RangeVar, ctx: FenceContext): Target | undefined {
  * ignoring letter case (most likely the table that was meant), or to a descendant of a fenced
  * table that lacks its fence triggers: it is not passed unfenced.
  */
-function refuseLookalike(range: RangeVar, ctx: Pick<FenceContext, 'unresolved'>): undefined {
+function refuseLookalike(range: RangeVar, ctx: FenceContext): undefined {
   const name = matchIgnoringCase(ctx.unresolved, range)
   if (!name) return undefined
   const { message, detail, hint } = name.reason ?? {
