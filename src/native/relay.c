@@ -235,7 +235,8 @@ static int batch_add(side_t *s, batch_t *b, const uint8_t *p, size_t n, uint8_t 
 }
 
 static int batch_add_copy(side_t *s, batch_t *b, const uint8_t *p, size_t n) {
-  uint8_t *copy = malloc(n ? n : 1);
+  if (n == 0) return 0; /* e.g. a message JavaScript dropped: an empty Buffer has no data */
+  uint8_t *copy = malloc(n);
   if (!copy) return -1;
   memcpy(copy, p, n);
   return batch_add(s, b, copy, n, copy);
