@@ -71,7 +71,7 @@ function rewriteParse(message: Buffer, rewriter: StatementRewriter): Buffer {
   if (queryEnd < 0) return message // malformed: PostgreSQL rejects it itself
   const textBytes = message.subarray(nameEnd + 1, queryEnd)
   const encoding = encodingOf(textBytes)
-  const rewritten = rewriter.rewriteParse(textBytes.toString(encoding), nameEnd > 5)
+  const rewritten = rewriter.rewriteParse(textBytes.toString(encoding))
   if (rewritten === null) return message
   return encodeMessage(
     Frontend.Parse,

@@ -1,7 +1,7 @@
-import { and, expr, fenceCall, tokenCall, type Node, type TokenSource } from './ast.js'
+import type { Node, TokenSource } from './ast.js'
 import { resourceHandlers, type ResourceGates } from './fence-resource.js'
 import { Refusal } from './refusal.js'
-import { quoteIdent, quoteLiteral } from './sql-text.js'
+import { quoteIdent } from './sql-text.js'
 import {
   matchIgnoringCase,
   matchTable,
@@ -28,33 +28,24 @@ export interface PathStep {
   node: Node
 }
 
-/** One fenced write target: the SQL fragments its rewrite is made of. */
+/** One fenced write target, as refusals name it. */
 interface Target {
   table: FencedTable
-  /** The relation as the statement names it, quoted: resolved upstream only for error fields. */
+  /** The relation as the statement names it, quoted. */
   relation: string
-  /** The fence column qualified by the alias or table name. */
-  column: string
-  /** The token expression, evaluated at execution time. */
-  token: string
-  /** The new value of the fence column of the row being updated (PF409 when stale). */
-  advance: string
-  /** True for a row that may be deleted (PF409 when stale). */
-  admits: string
-  /** Trailing `rel, col` arguments of the helpers. */
-  names: string
 }
 
 /**
- * Fences every write to a fenced table anywhere in one statement's parse tree (CTEs, PREPARE,
- * EXPLAIN, rules...), in place. Returns whether anything changed; throws a Refusal for writes
- * that cannot be fenced.
+ * Fences every write in one statement's parse tree (CTEs, PREPARE, EXPLAIN, rules...), in place.
+ * Row fences are the fence triggers' (see fence-triggers.ts): here their writes are only checked
+ * for what pgfence refuses. Resource fences are gated in the statement. Returns whether anything
+ * changed; throws a Refusal for writes that cannot be fenced.
  */
 export function fenceStatement(stmt: Node, ctx: FenceContext): boolean {
   let changed = false
   const gates: ResourceGates = new Map()
   visit(stmt, [], (key, node, path) => {
-    if (handlers[key]?.(node, ctx)) changed = true
+    refusals[key]?.(node, ctx)
     if (resourceHandlers[key]?.(node, ctx, path, gates)) changed = true
   })
   // Grafted after the walk: the statements they go into are still being walked until then.
@@ -88,11 +79,11 @@ function visit(node: Node, path: PathStep[], onNode: OnNode): void {
   }
 }
 
-const handlers: Record<string, (node: Node, ctx: FenceContext) => boolean> = {
-  UpdateStmt: fenceUpdate,
-  DeleteStmt: fenceDelete,
-  InsertStmt: fenceInsert,
-  MergeStmt: fenceMerge,
+const refusals: Record<string, (node: Node, ctx: FenceContext) => void> = {
+  UpdateStmt: checkUpdate,
+  DeleteStmt: checkDelete,
+  InsertStmt: checkInsert,
+  MergeStmt: checkMerge,
   TruncateStmt: refuseTruncate,
   CopyStmt: refuseCopyFrom,
   DoStmt: refuseDoBlock,
@@ -108,18 +99,9 @@ const relationOf = (range: RangeVar): string =>
 function targetOf(range: RangeVar, ctx: FenceContext): Target | undefined {
   const table = matchTable(ctx.tables, range)
   if (!table) return refuseLookalike(range, ctx)
-  const relation = relationOf(range)
-  const names = `${quoteLiteral(relation)}, ${quoteLiteral(table.column)}`
-  const column = `${quoteIdent(range.alias?.aliasname ?? range.relname)}.${quoteIdent(table.column)}`
-  return {
-    table,
-    relation,
-    column,
-    token: tokenCall(ctx, table.requireToken, names),
-    advance: fenceCall('advance_token', column, ctx, table.requireToken, names),
-    admits: fenceCall('admits', column, ctx, table.requireToken, names),
-    names,
-  }
+  // A fenced parent is refused too while one of its children lacks the fence triggers.
+  refuseLookalike(range, { unresolved: ctx.unresolved.filter((name) => name.reason) })
+  return { table, relation: relationOf(range) }
 }
 
 /**
@@ -127,7 +109,7 @@ function targetOf(range: RangeVar, ctx: FenceContext): Target | undefined {
  * ignoring letter case (most likely the table that was meant), or to a descendant of a fenced
  * table that lacks its fence triggers: it is not passed unfenced.
  */
-function refuseLookalike(range: RangeVar, ctx: FenceContext): undefined {
+function refuseLookalike(range: RangeVar, ctx: Pick<FenceContext, 'unresolved'>): undefined {
   const name = matchIgnoringCase(ctx.unresolved, range)
   if (!name) return undefined
   const { message, detail, hint } = name.reason ?? {
@@ -136,20 +118,6 @@ function refuseLookalike(range: RangeVar, ctx: FenceContext): undefined {
     hint: `write the table's exact name in fencing.tables of the pgfence config and run pgfence migrate`,
   }
   throw new Refusal('PF501', message, detail, hint, relationOf(range))
-}
-
-const advance = (t: Target): Node => expr(t.advance)
-
-/**
- * Raises PF409 for a row holding a higher token. `guard` (a copy of the statement's own
- * condition) keeps the gate from firing on rows the statement does not change, whichever order
- * the planner evaluates the quals in.
- */
-function staleGate(t: Target, guard: Node | undefined): Node {
-  if (guard === undefined) return expr(t.admits)
-  const gate = expr(`CASE WHEN true THEN ${t.admits} ELSE true END`)
-  gate.CaseExpr.args[0].CaseWhen.expr = structuredClone(guard)
-  return gate
 }
 
 const refuse = (t: Target, message: string, detail: string, hint: string): never => {
@@ -167,22 +135,14 @@ function refuseFenceColumnWrite(t: Target, targets: Node[] | undefined): void {
   }
 }
 
-const setFenceColumn = (t: Target): Node => ({
-  ResTarget: { name: t.table.column, val: advance(t) },
-})
-
-function fenceUpdate(node: Node, ctx: FenceContext): boolean {
+function checkUpdate(node: Node, ctx: FenceContext): void {
   const t = targetOf(node.relation, ctx)
-  if (!t) return false
-  refuseFenceColumnWrite(t, node.targetList)
-  node.targetList.push(setFenceColumn(t))
-  return true
+  if (t) refuseFenceColumnWrite(t, node.targetList)
 }
 
-function fenceDelete(node: Node, ctx: FenceContext): boolean {
+function checkDelete(node: Node, ctx: FenceContext): void {
   const t = targetOf(node.relation, ctx)
-  if (!t) return false
-  if (node.whereClause?.CurrentOfExpr) {
+  if (t && node.whereClause?.CurrentOfExpr) {
     refuse(
       t,
       'DELETE ... WHERE CURRENT OF is not supported on a fenced table',
@@ -190,67 +150,20 @@ function fenceDelete(node: Node, ctx: FenceContext): boolean {
       'delete by key instead: DELETE ... WHERE <primary key> = ...',
     )
   }
-  node.whereClause = and(node.whereClause, staleGate(t, node.whereClause))
-  return true
-}
-
-/** pgfence adds the fence column to an insert, so it needs the statement's column list. */
-function refuseWithoutColumnList(t: Target, shape: string, example: string): never {
-  return refuse(
-    t,
-    `${shape} without a column list is not supported on a fenced table`,
-    `pgfence adds column ${t.table.column} to inserts into ${t.relation} and needs the column list`,
-    `name the columns: ${example}`,
-  )
-}
-
-const withFenceColumn = (t: Target, columns: Node[] | undefined): Node[] => [
-  ...(columns ?? []),
-  { ResTarget: { name: t.table.column } },
-]
-
-/** A new row's fence value: the presented token (0 when none is required and none is given). */
-const insertedToken = (t: Target): Node => expr(`coalesce(${t.token}, 0)`)
-
-function fenceInsert(node: Node, ctx: FenceContext): boolean {
-  const t = targetOf(node.relation, ctx)
-  if (!t) return false
-  const defaultValues = node.selectStmt === undefined
-  if (!defaultValues && !node.cols?.length) {
-    refuseWithoutColumnList(t, 'INSERT', 'INSERT INTO table (col, ...) VALUES ...')
-  }
-  dropDefaultFenceColumn(t, node.cols, node.selectStmt?.SelectStmt?.valuesLists)
-  refuseFenceColumnWrite(t, node.cols)
-  node.cols = withFenceColumn(t, node.cols)
-  const value = insertedToken(t)
-  if (defaultValues)
-    node.selectStmt = {
-      SelectStmt: { valuesLists: [{ List: { items: [value] } }], op: 'SETOP_NONE' },
-    }
-  else appendOutputColumn(node.selectStmt.SelectStmt, value)
-  const conflict = node.onConflictClause
-  if (conflict?.action === 'ONCONFLICT_UPDATE') {
-    conflict.targetList = conflict.targetList.filter((target: Node) => !isExcludedFence(t, target))
-    refuseFenceColumnWrite(t, conflict.targetList)
-    conflict.targetList.push(setFenceColumn(t))
-  }
-  return true
 }
 
 /**
- * ORMs that declare the fence column list it in every insert with the value DEFAULT: that
- * leaves it to pgfence, as if it were not listed. The column and its values are removed when
- * every row gives DEFAULT; any other value stays a write to the fence column (refused).
+ * The fence column may be listed with the value DEFAULT in every row (ORMs that declare it do
+ * so): that leaves it to pgfence, whose trigger sets it. Any other value is refused.
  */
-function dropDefaultFenceColumn(t: Target, cols: Node[] | undefined, rows: Node[] | undefined) {
+function refuseFenceColumnValues(t: Target, cols: Node[] | undefined, rows: Node[] | undefined) {
   const index = cols?.findIndex((col: Node) => col.ResTarget?.name === t.table.column) ?? -1
-  if (index < 0 || !rows?.every((row: Node) => row.List.items[index]?.SetToDefault !== undefined))
-    return
-  cols!.splice(index, 1)
-  for (const row of rows) row.List.items.splice(index, 1)
+  if (index < 0) return
+  if (rows?.every((row: Node) => row.List.items[index]?.SetToDefault !== undefined)) return
+  refuseFenceColumnWrite(t, cols)
 }
 
-/** `fence = EXCLUDED.fence` in an upsert: the inserted value, which pgfence sets anyway. */
+/** `fence = EXCLUDED.fence` in an upsert: the inserted value, the token the trigger set. */
 const isExcludedFence = (t: Target, target: Node): boolean => {
   const fields = target.ResTarget?.val?.ColumnRef?.fields as Node[] | undefined
   return (
@@ -261,63 +174,31 @@ const isExcludedFence = (t: Target, target: Node): boolean => {
   )
 }
 
-/** Adds one output column to every row a VALUES list or a (set-operation) SELECT produces. */
-function appendOutputColumn(select: Node, value: Node): void {
-  if (select.valuesLists) {
-    for (const row of select.valuesLists) row.List.items.push(structuredClone(value))
-  } else if (select.op && select.op !== 'SETOP_NONE') {
-    appendOutputColumn(select.larg, value)
-    appendOutputColumn(select.rarg, value)
-  } else {
-    select.targetList.push({ ResTarget: { val: structuredClone(value) } })
+/** Without a column list the values fill the table's columns in order; the trigger checks them. */
+function checkInsert(node: Node, ctx: FenceContext): void {
+  const t = targetOf(node.relation, ctx)
+  if (!t) return
+  refuseFenceColumnValues(t, node.cols, node.selectStmt?.SelectStmt?.valuesLists)
+  const conflict = node.onConflictClause
+  if (conflict?.action === 'ONCONFLICT_UPDATE') {
+    const targets = conflict.targetList.filter((target: Node) => !isExcludedFence(t, target))
+    refuseFenceColumnWrite(t, targets)
   }
 }
 
-function fenceMerge(node: Node, ctx: FenceContext): boolean {
+function checkMerge(node: Node, ctx: FenceContext): void {
   const t = targetOf(node.relation, ctx)
-  if (!t) return false
+  if (!t) return
   for (const { MergeWhenClause: clause } of node.mergeWhenClauses as Node[]) {
-    if (clause.commandType === 'CMD_UPDATE') {
-      refuseFenceColumnWrite(t, clause.targetList)
-      clause.targetList.push(setFenceColumn(t))
-    } else if (clause.commandType === 'CMD_DELETE') {
-      // MERGE conditions take no subqueries and no reordering worry: a CASE keeps the order.
-      const gate = staleGate(t, undefined)
-      clause.condition =
-        clause.condition === undefined
-          ? gate
-          : {
-              CaseExpr: {
-                args: [{ CaseWhen: { expr: clause.condition, result: gate } }],
-                defresult: expr('false'),
-              },
-            }
-    } else if (clause.commandType === 'CMD_INSERT') {
-      fenceMergeInsert(t, clause)
+    if (clause.commandType === 'CMD_UPDATE') refuseFenceColumnWrite(t, clause.targetList)
+    if (clause.commandType === 'CMD_INSERT') {
+      const row = { List: { items: clause.values ?? [] } }
+      refuseFenceColumnValues(t, clause.targetList, [row])
     }
   }
-  return true
 }
 
-function fenceMergeInsert(t: Target, clause: Node): void {
-  const defaultValues = !clause.targetList?.length && !clause.values?.length
-  if (!defaultValues && !clause.targetList?.length) {
-    refuseWithoutColumnList(
-      t,
-      'MERGE ... INSERT',
-      'WHEN NOT MATCHED THEN INSERT (col, ...) VALUES ...',
-    )
-  }
-  if (clause.values?.length) {
-    const row = { List: { items: clause.values } }
-    dropDefaultFenceColumn(t, clause.targetList, [row])
-  }
-  refuseFenceColumnWrite(t, clause.targetList)
-  clause.targetList = withFenceColumn(t, clause.targetList)
-  clause.values = [...(clause.values ?? []), insertedToken(t)]
-}
-
-function refuseTruncate(node: Node, ctx: FenceContext): boolean {
+function refuseTruncate(node: Node, ctx: FenceContext): void {
   for (const { RangeVar: range } of node.relations as Node[]) {
     const t = targetOf(range, ctx)
     if (t) {
@@ -329,10 +210,9 @@ function refuseTruncate(node: Node, ctx: FenceContext): boolean {
       )
     }
   }
-  return false
 }
 
-function refuseCopyFrom(node: Node, ctx: FenceContext): boolean {
+function refuseCopyFrom(node: Node, ctx: FenceContext): void {
   const t = node.is_from && node.relation ? targetOf(node.relation, ctx) : undefined
   if (t) {
     refuse(
@@ -342,10 +222,9 @@ function refuseCopyFrom(node: Node, ctx: FenceContext): boolean {
       'use INSERT, which pgfence fences',
     )
   }
-  return false
 }
 
-function refuseDoBlock(node: Node, ctx: FenceContext): boolean {
+function refuseDoBlock(node: Node, ctx: FenceContext): void {
   const body: string =
     (node.args as Node[]).find((arg) => arg.DefElem?.defname === 'as')?.DefElem.arg.String.sval ??
     ''
@@ -362,10 +241,9 @@ function refuseDoBlock(node: Node, ctx: FenceContext): boolean {
       'column' in table ? table.column : null,
     )
   }
-  return false
 }
 
-function refuseRule(node: Node, ctx: FenceContext): boolean {
+function refuseRule(node: Node, ctx: FenceContext): void {
   const t = targetOf(node.relation, ctx)
   if (t) {
     refuse(
@@ -375,5 +253,4 @@ function refuseRule(node: Node, ctx: FenceContext): boolean {
       'use a trigger instead',
     )
   }
-  return false
 }

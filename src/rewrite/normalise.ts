@@ -131,6 +131,18 @@ export function normalise(sql: string, tokens: Token[], keys: CommentKeys): Norm
   return { text, base, values, marks }
 }
 
+/** A normalised text with its markers blanked, as PostgreSQL may see it. */
+export function withoutMarkers(text: string): string {
+  let out = ''
+  let copied = 0
+  for (const token of tokenize(text)) {
+    if (token.kind !== 'comment' || !MARKER.test(text.slice(token.start, token.end))) continue
+    out += `${text.slice(copied, token.start)} `
+    copied = token.end
+  }
+  return out + text.slice(copied)
+}
+
 /** Comment marks for rewriting the exact text: the values are baked in as literals. */
 export function exactMarks(sql: string, tokens: Token[], keys: CommentKeys): CommentMark[] {
   return [...commentValues(sql, tokens, keys)].map(([position, values]) => ({

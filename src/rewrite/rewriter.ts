@@ -5,13 +5,21 @@ import { truncateGate } from './fence-resource.js'
 import { fenceStatement, type FenceContext } from './fence-statement.js'
 import { highestParam, tokenize } from './lexer.js'
 import { Lru } from './lru.js'
-import { exactMarks, marksOf, normalise, type CommentKeys, type CommentMark } from './normalise.js'
+import {
+  exactMarks,
+  marksOf,
+  normalise,
+  withoutMarkers,
+  type CommentKeys,
+  type CommentMark,
+} from './normalise.js'
 import { createPrefilter } from './prefilter.js'
 import { Refusal, refusalSql } from './refusal.js'
 import {
   canWrite,
   maintenanceNeedle,
   mixedTokensRefusal,
+  preparedTokenRefusal,
   sharedToken,
   statementMarker,
 } from './statement-marker.js'
@@ -118,12 +126,17 @@ export class FencingRewriter implements StatementRewriter {
     if (mayNameMaintenance.test(text)) return null
     const entry = this.templateFor(text, 1, marksOf(text))
     if (entry.kind === 'template') return entry.template
+    // A fenced write that only gets the marker: the text as normalised (other comments dropped,
+    // as a rewrite drops them). Other marked texts keep every byte, through rewriteQuery.
+    if (entry.kind === 'marked' && this.mayTouchFencedTable(text)) {
+      return toTemplate(statementMarker(entry.mark) + withoutMarkers(text), 1)
+    }
     return entry.kind === 'unchanged' ? undefined : null
   }
 
-  rewriteParse(sql: string, named = false): string | null {
+  rewriteParse(sql: string): string | null {
     if (!this.mayNeedRewrite(sql)) return null
-    return this.cachedExact(`${named ? 'n' : 'p'}\0${sql}`, sql, true, named)
+    return this.cachedExact(`p\0${sql}`, sql, true)
   }
 
   /** The rewrite of one text, uncached, with the refusals it holds (for `pgfence explain`). */
@@ -148,13 +161,13 @@ export class FencingRewriter implements StatementRewriter {
   }
 
   /** `isParse`: a refusal must then accept the statement's parameters. */
-  private cachedExact(key: string, sql: string, isParse: boolean, planOnce = false): string | null {
+  private cachedExact(key: string, sql: string, isParse: boolean): string | null {
     let entry = this.cache.get(key)
     if (entry === undefined) {
       const tokens = tokenize(sql)
       const marks = exactMarks(sql, tokens, this.commentKeys)
       const parameterCount = isParse ? highestParam(tokens, sql) : 0
-      const { upstream } = this.rewriteExact(sql, marks, parameterCount, planOnce)
+      const { upstream } = this.rewriteExact(sql, marks, parameterCount)
       entry = upstream === null ? unchanged : { kind: 'text', text: upstream }
       this.cache.set(key, entry)
     }
@@ -162,14 +175,9 @@ export class FencingRewriter implements StatementRewriter {
   }
 
   /** A text that mentions a fenced table but does not parse is refused, never passed through. */
-  private rewriteExact(
-    sql: string,
-    marks: CommentMark[],
-    parameterCount: number,
-    planOnce = false,
-  ): Rewrite {
+  private rewriteExact(sql: string, marks: CommentMark[], parameterCount: number): Rewrite {
     try {
-      return this.rewriteStatements(sql, marks, parameterCount, planOnce)
+      return this.rewriteStatements(sql, marks, parameterCount)
     } catch (err) {
       // PostgreSQL reports the syntax error of a text that names no fenced table itself.
       if (!this.mayTouchFencedTable(sql)) return { upstream: null, refusals: [] }
@@ -183,16 +191,8 @@ export class FencingRewriter implements StatementRewriter {
     }
   }
 
-  /**
-   * Rewrites each statement of the text on its own and splices the results in. `planOnce`: the
-   * text is a named prepared statement's.
-   */
-  private rewriteStatements(
-    text: string,
-    marks: CommentMark[],
-    parameterCount: number,
-    planOnce = false,
-  ): Rewrite {
+  /** Rewrites each statement of the text on its own and splices the results in. */
+  private rewriteStatements(text: string, marks: CommentMark[], parameterCount: number): Rewrite {
     this.parses++
     const tree = parseSync(text) as {
       stmts: { stmt: unknown; stmt_location?: number; stmt_len?: number }[]
@@ -221,12 +221,12 @@ export class FencingRewriter implements StatementRewriter {
         resourceSetting: this.fencing.resourceSetting,
         rejectUnissued: this.fencing.rejectUnissuedTokens,
         commentToken: tokenMark?.token ?? 'NULL',
-        commentTokenValid: tokenMark?.tokenValid ?? false,
-        planOnce: planOnce || 'PrepareStmt' in (entry.stmt as object),
         commentResource: inStatement.find((m) => m.resource)?.resource ?? 'NULL',
       }
       let replacement: string
       try {
+        if (tokenMark && 'PrepareStmt' in (entry.stmt as object))
+          throw preparedTokenRefusal(ctx.setting)
         const fenced = fenceStatement(entry.stmt, ctx)
         const truncate = fenced ? null : truncateGate(entry.stmt, ctx)
         if (!fenced && truncate === null) return

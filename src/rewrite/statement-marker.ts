@@ -50,3 +50,15 @@ export const mixedTokensRefusal = (): Refusal =>
     'a query of several statements carries one fencing token for all of them',
     'send the statements separately, or give each the same token',
   )
+
+/**
+ * An SQL-level `PREPARE … AS` runs its write at each `EXECUTE`, whose text the fence triggers
+ * read: a comment token in the PREPARE would not reach them.
+ */
+export const preparedTokenRefusal = (setting: string): Refusal =>
+  new Refusal(
+    'PF501',
+    'a fencing token comment in PREPARE does not apply to its EXECUTE',
+    'the token of a prepared statement is read when it executes, from the EXECUTE statement',
+    `put the comment on the EXECUTE, or SET ${setting} before it`,
+  )

@@ -16,11 +16,8 @@ export interface StatementRewriter {
   templateForQuery?(text: string): Template | null | undefined
   /** The comment keys that normalisation reads values of. */
   readonly commentKeys?: CommentKeys
-  /**
-   * Extended-protocol Parse text; null means forward the original bytes unchanged. `named`: the
-   * statement is a named one, planned once and run many times.
-   */
-  rewriteParse(sql: string, named?: boolean): string | null
+  /** Extended-protocol Parse text; null means forward the original bytes unchanged. */
+  rewriteParse(sql: string): string | null
   /**
    * Lower-case texts of which a statement must contain one (in any letter case) for a rewrite
    * to change it; absent: any statement may change.

@@ -5,7 +5,7 @@ import { resourceGateTrigger } from './resource-gates.js'
 export const descendantsTriggerName = 'pgfence_fence_descendants'
 
 /** The triggers every member of a row-fenced table's tree has once fenced (fence-triggers.ts). */
-export const rowFenceTriggers = ['pgfence_fence_truncate', 'pgfence_fence_update']
+export const rowFenceTriggers = ['pgfence_fence_truncate', 'pgfence_fence_row']
 /** And of a fixed resource's member table (resource-gates.ts). */
 export const resourceGateTriggers = [resourceGateTrigger, `${resourceGateTrigger}_truncate`]
 

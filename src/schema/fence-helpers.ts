@@ -1,16 +1,5 @@
 /**
- * The usual case of a fenced write as one condition of built-ins: a token of up to 18 digits
- * (so the cast cannot fail) that is not lower than the committed one. Every other case goes to
- * the helpers below, which tell PF409, PF428 and PF400 apart.
- */
-export const usualTokenAdmitted = (token: string, committed: string): string =>
-  `${token} ~ '^[0-9]{1,18}$' AND ${token}::bigint >= ${committed}`
-
-const helperToken = 'coalesce(comment_token, pg_catalog.current_setting(setting, true))'
-const helperFastPath = `NOT unissued AND ${usualTokenAdmitted(helperToken, 'committed')}`
-
-/**
- * The PL/pgSQL helpers that rewritten statements call. Every rejection is raised inside
+ * The PL/pgSQL helpers that the fence triggers and the resource gates call. Every rejection is raised inside
  * PostgreSQL, so clients get real ErrorResponses and the transaction is aborted as usual.
  *
  * `rel` is the relation as the statement names it (identifiers quoted); it is resolved with the
@@ -74,9 +63,8 @@ BEGIN
 END
 $fn$;
 
--- The functions below run on every fenced write. PL/pgSQL sets each expression up anew in every
--- transaction, so the usual path (a token of up to 18 digits, not stale) is one expression, and
--- the rarer cases go to parse_token and stale.
+-- The token a statement presents, for the resource fences' gates: the usual case (up to 18
+-- digits) is one expression, the rarer cases go to parse_token.
 CREATE OR REPLACE FUNCTION pgfence.token(
   comment_token text, setting text, required boolean, rel text, col text
 ) RETURNS bigint LANGUAGE plpgsql STABLE AS $fn$
@@ -114,40 +102,6 @@ BEGIN
     WHEN committed IS NULL OR incoming >= committed THEN incoming
     ELSE pgfence.stale(committed, incoming, rel, col)
   END;
-END
-$fn$;
-
--- The whole compare-and-raise of one row in one call (one call is several times cheaper than a
--- call nested in another's arguments): the new fence value, or PF409/PF428/PF400. The usual case
--- is one condition of built-ins: PL/pgSQL sets every expression up anew in each transaction,
--- and one that names the other helpers costs more than the check itself, so they are named only
--- in the statement after it.
-CREATE OR REPLACE FUNCTION pgfence.advance_token(
-  committed bigint, comment_token text, setting text, required boolean, rel text, col text,
-  unissued boolean
-) RETURNS bigint LANGUAGE plpgsql STABLE AS $fn$
-BEGIN
-  IF ${helperFastPath} THEN
-    RETURN coalesce(comment_token, pg_catalog.current_setting(setting, true))::bigint;
-  END IF;
-  RETURN pgfence.advance(committed, CASE
-    WHEN unissued THEN pgfence.issued_token(comment_token, setting, required, rel, col)
-    ELSE pgfence.parse_token(comment_token, setting, required, rel, col) END, rel, col);
-END
-$fn$;
-
--- The same check for a row about to be deleted: true, or PF409/PF428/PF400.
-CREATE OR REPLACE FUNCTION pgfence.admits(
-  committed bigint, comment_token text, setting text, required boolean, rel text, col text,
-  unissued boolean
-) RETURNS boolean LANGUAGE plpgsql STABLE AS $fn$
-BEGIN
-  IF ${helperFastPath} THEN
-    RETURN true;
-  END IF;
-  RETURN pgfence.advance_token(committed, comment_token, setting, required, rel, col, unissued)
-      IS NOT NULL
-    OR committed IS NULL;
 END
 $fn$;
 

@@ -1,28 +1,30 @@
 import { statementTokenPrefix } from '../rewrite/statement-marker.js'
-import { escapeRegex, quoteLiteral } from '../rewrite/sql-text.js'
+import { quoteLiteral } from '../rewrite/sql-text.js'
 
 /** The role whose members (and superusers) may write fenced tables with maintenance on. */
 export const maintenanceRole = 'pgfence_maintenance'
 
-/** The value of the proxy's statement marker, read with one anchored match. */
-const markerValueSql = `pg_catalog.substring(pg_catalog.current_query(), ${quoteLiteral(
-  `^${escapeRegex(statementTokenPrefix)}([^']*)'`,
-)})`
+/**
+ * The value of the proxy's statement marker, from the very start of the statement text (where it
+ * cannot sit inside a literal): the prefix ends with the text's first quote, so the value runs
+ * to the second. Built-ins only, and no regular expression, which costs per byte of the text.
+ */
+const markerValueSql = `CASE WHEN pg_catalog.starts_with(pg_catalog.current_query(), ${quoteLiteral(
+  statementTokenPrefix,
+)}) THEN pg_catalog.split_part(pg_catalog.current_query(), '''', 2) END`
 
 /**
- * The token a statement presents, as a trigger reads it with built-ins only: the proxy's marker
- * at the very start of the statement text (where it cannot sit inside a literal), else the
- * session setting. `setting` is an SQL literal. A trigger's WHEN is set up anew for every
- * statement, so it is kept small.
+ * The token a statement presents, as a trigger reads it: the proxy's marker, else the session
+ * setting. `setting` is SQL text of the setting's name.
  */
 export const effectiveTokenSql = (setting: string): string =>
   `coalesce(${markerValueSql}, pg_catalog.current_setting(${setting}, true))`
 
 /**
  * The maintenance switch, the trigger functions and `pgfence.fence_table`, which installs them on
- * a fenced table, its partitions and its inheritance children. The row triggers' WHEN conditions
- * are built-ins that admit the usual case (the proxy's rewrite already set the fence column to
- * the presented token): only other rows call PL/pgSQL.
+ * a fenced table, its partitions and its inheritance children. The row trigger is the one check
+ * of every write to a fenced row, whatever path it takes: it sets the fence column to the
+ * presented token, or raises.
  */
 export const fenceTriggersSql = `
 DO $do$
@@ -60,49 +62,84 @@ BEGIN
 END
 $fn$;
 
--- The full check of one row, for rows the WHEN condition did not admit. Arguments: fence column,
--- token setting, requireToken, rejectUnissuedTokens.
-CREATE OR REPLACE FUNCTION pgfence.fence_row() RETURNS trigger
-LANGUAGE plpgsql AS $fn$
+-- The full check of one row, for rows the fast path of its trigger did not admit: the row's new
+-- fence value, or PF409/PF428/PF400/PF501. committed is NULL on INSERT, written on DELETE.
+CREATE OR REPLACE FUNCTION pgfence.check_row(
+  op text, committed bigint, written bigint, col text, setting text, required boolean,
+  unissued boolean, rel text
+) RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
-  col text := TG_ARGV[0];
-  setting text := TG_ARGV[1];
-  rel text := pg_catalog.quote_ident(TG_TABLE_SCHEMA) || '.' || pg_catalog.quote_ident(TG_TABLE_NAME);
   marker text := ${markerValueSql};
   token bigint;
-  committed bigint;
-  written bigint;
 BEGIN
   IF pgfence.maintenance() THEN
-    RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    RETURN written;
   END IF;
-  token := CASE WHEN TG_ARGV[3]::boolean
-    THEN pgfence.issued_token(marker, setting, TG_ARGV[2]::boolean, rel, col)
-    ELSE pgfence.parse_token(marker, setting, TG_ARGV[2]::boolean, rel, col) END;
-  IF TG_OP <> 'INSERT' THEN
-    committed := (pg_catalog.to_jsonb(OLD) ->> col)::bigint;
-  END IF;
-  IF TG_OP <> 'DELETE' THEN
-    written := (pg_catalog.to_jsonb(NEW) ->> col)::bigint;
-    -- Left as it was (or the column default on INSERT): pgfence sets it. Anything else but the
-    -- token is a write to the fence column itself.
-    IF written IS DISTINCT FROM coalesce(committed, 0) AND written IS DISTINCT FROM token THEN
-      PERFORM pgfence.refuse('PF501', 'the fence column of a fenced table cannot be written directly',
-        'column ' || col || ' of table ' || rel || ' is maintained by pgfence',
-        'remove the fence column from the statement; pgfence sets it to the presented token',
-        rel, col);
-    END IF;
+  token := CASE WHEN unissued
+    THEN pgfence.issued_token(marker, setting, required, rel, col)
+    ELSE pgfence.parse_token(marker, setting, required, rel, col) END;
+  -- Left as it was (or the column default on INSERT): pgfence sets it. Anything else but the
+  -- token is a write to the fence column itself.
+  IF op <> 'DELETE' AND written IS DISTINCT FROM coalesce(committed, 0)
+     AND written IS DISTINCT FROM token THEN
+    PERFORM pgfence.refuse('PF501', 'the fence column of a fenced table cannot be written directly',
+      'column ' || col || ' of table ' || rel || ' is maintained by pgfence',
+      'remove the fence column from the statement; pgfence sets it to the presented token',
+      rel, col);
   END IF;
   IF token IS NOT NULL AND committed IS NOT NULL THEN
     PERFORM pgfence.advance(committed, token, rel, col);
   END IF;
+  IF token IS NULL AND op = 'UPDATE' THEN
+    RETURN written;
+  END IF;
+  RETURN coalesce(token, 0);
+END
+$fn$;
+
+-- The row trigger function of one fence column (PL/pgSQL cannot name a column by a value, so
+-- each column name gets its own). Arguments: token setting, requireToken, rejectUnissuedTokens.
+-- It is the only check of a fenced row and sets the fence column to the presented token. The
+-- usual case (a token of up to 18 digits, no lower than the committed one, the column left to
+-- pgfence, maintenance off) is one condition of built-ins; any other row goes to check_row.
+-- PL/pgSQL keeps the function compiled for the session and sets up its expressions once per
+-- transaction, where a trigger WHEN would be read and planned anew for every statement.
+CREATE OR REPLACE FUNCTION pgfence.create_row_function(col text) RETURNS text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  name text := 'pgfence.' || pg_catalog.quote_ident(CASE WHEN pg_catalog.octet_length(col) <= 57
+    THEN 'fence_' || col ELSE 'fence_' || pg_catalog.md5(col) END);
+BEGIN
+  EXECUTE pg_catalog.format($def$
+CREATE OR REPLACE FUNCTION %1$s() RETURNS trigger LANGUAGE plpgsql AS $body$
+DECLARE
+  token text := ${effectiveTokenSql('TG_ARGV[0]')};
+  usual boolean := pg_catalog.length(token) BETWEEN 1 AND 18
+    AND pg_catalog.ltrim(token, '0123456789') = ''
+    AND coalesce(pg_catalog.current_setting('pgfence.maintenance', true), '') IN ('', 'off')
+    AND NOT TG_ARGV[2]::boolean;
+BEGIN
   IF TG_OP = 'DELETE' THEN
+    IF (CASE WHEN usual THEN token::bigint >= OLD.%2$I ELSE false END) THEN
+      RETURN OLD;
+    END IF;
+    PERFORM pgfence.check_row(TG_OP, OLD.%2$I, NULL, %3$L, TG_ARGV[0], TG_ARGV[1]::boolean,
+      TG_ARGV[2]::boolean, pg_catalog.quote_ident(TG_TABLE_SCHEMA) || '.' || pg_catalog.quote_ident(TG_TABLE_NAME));
     RETURN OLD;
   END IF;
-  IF token IS NULL AND TG_OP = 'UPDATE' THEN
+  IF (CASE WHEN usual IS NOT TRUE THEN false WHEN TG_OP = 'INSERT' THEN NEW.%2$I = 0
+      ELSE NEW.%2$I = OLD.%2$I AND token::bigint >= OLD.%2$I END) THEN
+    NEW.%2$I := token::bigint;
     RETURN NEW;
   END IF;
-  RETURN pg_catalog.jsonb_populate_record(NEW, pg_catalog.jsonb_build_object(col, coalesce(token, 0)));
+  NEW.%2$I := pgfence.check_row(TG_OP, CASE WHEN TG_OP = 'UPDATE' THEN OLD.%2$I END, NEW.%2$I, %3$L,
+    TG_ARGV[0], TG_ARGV[1]::boolean, TG_ARGV[2]::boolean,
+    pg_catalog.quote_ident(TG_TABLE_SCHEMA) || '.' || pg_catalog.quote_ident(TG_TABLE_NAME));
+  RETURN NEW;
+END
+$body$
+$def$, name, col, col);
+  RETURN name;
 END
 $fn$;
 
@@ -130,30 +167,25 @@ BEGIN
 END
 $fn$;
 
--- The row triggers of one table. On a partitioned table PostgreSQL clones them to every
--- partition, present and future; a partition that has them from its parent keeps those.
+-- The row trigger of one table. On a partitioned table PostgreSQL clones it to every partition,
+-- present and future; a partition that has it from its parent keeps that. The triggers of
+-- earlier versions (one per operation, with WHEN conditions) are dropped.
 CREATE OR REPLACE FUNCTION pgfence.create_row_triggers(
   rel regclass, col text, setting text, required boolean, unissued boolean
 ) RETURNS void LANGUAGE plpgsql AS $fn$
 DECLARE
-  token text := pg_catalog.format($t$${effectiveTokenSql('%L')}$t$, setting);
-  -- Set once in a session it is never NULL again; any value but NULL or '' calls the function.
-  maintenance text := 'pg_catalog.current_setting(''pgfence.maintenance'', true) > ''''';
-  args text := pg_catalog.format('pgfence.fence_row(%L, %L, %L, %L)', col, setting, required, unissued);
+  old text;
 BEGIN
   IF EXISTS (SELECT 1 FROM pg_catalog.pg_trigger
-              WHERE tgrelid = rel AND tgname = 'pgfence_fence_update' AND tgparentid <> 0) THEN
+              WHERE tgrelid = rel AND tgname = 'pgfence_fence_row' AND tgparentid <> 0) THEN
     RETURN;
   END IF;
-  PERFORM pgfence.create_trigger(rel, 'pgfence_fence_insert', 'BEFORE INSERT', pg_catalog.format(
-    'FOR EACH ROW WHEN (NEW.%1$I::text IS DISTINCT FROM %2$s OR %3$s) EXECUTE FUNCTION %4$s',
-    col, token, maintenance, args));
-  PERFORM pgfence.create_trigger(rel, 'pgfence_fence_update', 'BEFORE UPDATE', pg_catalog.format(
-    'FOR EACH ROW WHEN (NEW.%1$I::text IS DISTINCT FROM %2$s OR NEW.%1$I < OLD.%1$I OR %3$s) EXECUTE FUNCTION %4$s',
-    col, token, maintenance, args));
-  PERFORM pgfence.create_trigger(rel, 'pgfence_fence_delete', 'BEFORE DELETE', pg_catalog.format(
-    'FOR EACH ROW WHEN (CASE WHEN %2$s ~ ''^[0-9]{1,18}$'' THEN %2$s::bigint < OLD.%1$I ELSE true END OR %3$s) EXECUTE FUNCTION %4$s',
-    col, token, maintenance, args));
+  FOREACH old IN ARRAY ARRAY['pgfence_fence_insert', 'pgfence_fence_update', 'pgfence_fence_delete'] LOOP
+    EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', old, rel);
+  END LOOP;
+  PERFORM pgfence.create_trigger(rel, 'pgfence_fence_row', 'BEFORE INSERT OR UPDATE OR DELETE',
+    pg_catalog.format('FOR EACH ROW EXECUTE FUNCTION %s(%L, %L, %L)',
+      pgfence.create_row_function(col), setting, required, unissued));
 END
 $fn$;
 

@@ -129,7 +129,7 @@ async function countingProxy(queryCacheSize?: number) {
   const rewriter: StatementRewriter = {
     prefilterNeedles: inner.prefilterNeedles,
     commentKeys: inner.commentKeys,
-    rewriteParse: (sql, named) => inner.rewriteParse(sql, named),
+    rewriteParse: (sql) => inner.rewriteParse(sql),
     rewriteQuery: (sql) => (calls.rewriteQuery++, inner.rewriteQuery(sql)),
     templateForQuery: (text) => (calls.templateForQuery++, inner.templateForQuery(text)),
   }

@@ -248,10 +248,29 @@ describe('without the event trigger (migrated by a table owner)', () => {
     expect(await sqlstateOf(client.query(`SELECT * FROM ${t.table}`))).toBe('ok')
   })
 
+  test('the parent of an unfenced child: pgfence refuses its writes, which would reach the child (PF501)', async () => {
+    await client.query('SET app.fencing_token = 101')
+    const err = await client.query(`UPDATE items SET status = 'LATE' WHERE id = 99`).then(
+      () => null,
+      (e: pg.DatabaseError) => e,
+    )
+    expect(err).toMatchObject({
+      code: 'PF501',
+      message: expect.stringMatching(
+        /^table "public"."items" has a child, public\.items_(late|adopted), with no fence triggers$/,
+      ),
+      hint: expect.stringContaining('run pgfence migrate again'),
+    })
+    expect(await row99(admin, 'items_late')).toEqual({ status: 'PENDING', fencing_token: '100' })
+    expect(await sqlstateOf(client.query('UPDATE orders SET status = status WHERE id = 99'))).toBe(
+      'ok',
+    )
+  })
+
   test('each is logged at error once, naming the table', () => {
     const errors = logs.filter((r) => r.level === 50)
     expect(errors.map((r) => r.table).sort()).toEqual(
-      [...later.map((t) => t.table), 'orders_sa', 'payouts_late']
+      [...later.map((t) => t.table), 'orders_sa', 'payouts_late', 'items']
         .map((t) => `"public"."${t}"`)
         .sort(),
     )

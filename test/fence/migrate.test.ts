@@ -79,9 +79,9 @@ test('migrate adds missing fence columns and the helpers, idempotently and concu
   )
   expect(functions.rows.map((r) => r.proname)).toEqual(
     expect.arrayContaining([
-      'admits',
       'advance',
-      'advance_token',
+      'check_row',
+      'fence_fencing_token',
       'next_token',
       'refuse',
       'stale',
@@ -112,7 +112,8 @@ test('explain prints the upstream statement, a refusal, or pass-through', async 
   )
   expect(fenced.code).toBe(0)
   expect(fenced.out).toMatch(
-    /^upstream: \/\*pgfence:token='7'\*\/ UPDATE invoices SET id = 2, ?fencing_token = CASE WHEN invoices\.fencing_token > '7' THEN pgfence\.stale\(/,
+    // The row fence is the table's trigger: the statement only gets the token marker.
+    /^upstream: \/\*pgfence:token='7'\*\/ UPDATE invoices SET id = 2 \/\*fencing_token='7'\*\/\n$/,
   )
   const refused = await capture(() => explain(['--config', configFile, 'TRUNCATE invoices']))
   expect(refused.out).toMatch(

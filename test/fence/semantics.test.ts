@@ -234,6 +234,31 @@ describe('where the token comes from', () => {
     expect(await sqlstateOf(app.query(named, ['late', 99], 'named_mark'))).toBe('PF409')
   })
 
+  test('a comment token goes on the EXECUTE: in PREPARE it is refused', async () => {
+    const prepare = "PREPARE late AS UPDATE invoices SET status = 'X' WHERE id = 99"
+    expect(await sqlstateOf(app.query(`${prepare} /*fencing_token='101'*/`))).toBe('PF501')
+    await app.query("PREPARE mark AS UPDATE invoices SET status = 'C' WHERE id = 99")
+    expect(await sqlstateOf(app.query("EXECUTE mark /*fencing_token='99'*/"))).toBe('PF409')
+    await app.query("EXECUTE mark /*fencing_token='101'*/")
+    expect(await row99()).toEqual({ status: 'C', fencing_token: '101' })
+    expect(await sqlstateOf(app.query('EXECUTE mark'))).toBe('PF428')
+    await app.query('DEALLOCATE mark')
+  })
+
+  test('INSERT without a column list: the token fills the fence column', async () => {
+    await app.query('SET app.fencing_token = 105')
+    await app.query("INSERT INTO invoices VALUES (7, 'N')")
+    await app.query("INSERT INTO invoices VALUES (8, 'N', 3, DEFAULT), (9, 'N', 3, 105)")
+    expect(await sqlstateOf(app.query("INSERT INTO invoices VALUES (10, 'N', 3, 104)"))).toBe(
+      'PF501',
+    )
+    const rows = await admin.query(
+      'SELECT id, fencing_token FROM invoices WHERE id < 99 ORDER BY id',
+    )
+    expect(rows.rows).toEqual([7, 8, 9].map((id) => ({ id, fencing_token: '105' })))
+    await admin.query('DELETE FROM invoices WHERE id < 99')
+  })
+
   test('tokens beyond 2^53 compare exactly', async () => {
     await app.query('SET app.fencing_token = 9007199254740993')
     await app.query("UPDATE invoices SET status = 'BIG' WHERE id = 99")

@@ -309,12 +309,13 @@ describe('pass-through', () => {
     }
   })
 
-  test('a fenced statement reaches PostgreSQL rewritten', async () => {
+  test('a fenced write reaches PostgreSQL as written, behind the marker of its comment token', async () => {
     await app.query('SET app.fencing_token = 101')
-    const { rows } = await app.query(
-      "UPDATE invoices SET status = 'SEEN' WHERE id = 99 RETURNING current_query() AS q",
-    )
-    expect(rows[0].q).toContain('pgfence.advance_token(')
+    const text = "UPDATE invoices SET status = 'SEEN' WHERE id = 99 RETURNING current_query() AS q"
+    expect((await app.query(text)).rows[0].q).toBe(text)
+    const commented = await app.query(`${text} /*fencing_token='102'*/`)
+    expect(commented.rows[0].q).toMatch(/^\/\*pgfence:token='102'\*\/ UPDATE invoices SET status/)
+    expect(await stack.invoice(99)).toEqual({ status: 'SEEN', fencing_token: '102' })
   })
 })
 
