@@ -10,7 +10,7 @@
 # Table 3 (TLS, BENCH_TLS=1): pgbench -S against a throwaway PostgreSQL with ssl=on, through
 # PgBouncer with server_tls_sslmode=require and pgfence with upstream.tls: require; then with TLS
 # from pgbench too (sslmode=require; PgBouncer client_tls_sslmode=require, pgfence's tls section).
-# BENCH_ONLY=tls runs only table 3.
+# BENCH_ONLY=tls runs only table 3, BENCH_ONLY=fenced only table 2.
 # Measurements are interleaved (each round visits every mode and target) and each cell is the
 # median over the rounds. Each measurement first runs BENCH_WARMUP seconds unmeasured: every new
 # client connection through a session-mode proxy (or directly) gets a new PostgreSQL backend,
@@ -219,14 +219,19 @@ main() {
     return
   fi
   prepare_database
+  if [[ $BENCH_ONLY == fenced ]]; then
+    start_passthrough_pgfence
+    start_fenced_pgfence
+    run_fenced_writes
+    print_fenced
+    return
+  fi
 
   PGBOUNCER_PORT=$(free_port)
   log "==> pgbouncer (session mode) on 127.0.0.1:$PGBOUNCER_PORT"
   start_pgbouncer "$PGBOUNCER_PORT" "$BENCH_DB"
 
-  PGFENCE_PORT=$(free_port)
-  log "==> pgfence (no fenced tables) on 127.0.0.1:$PGFENCE_PORT"
-  start_pgfence "$PGFENCE_PORT" '[]' pgfence-passthrough || PGFENCE_PORT=
+  start_passthrough_pgfence
 
   PGBOUNCER_POOLED_PORT=$(free_port)
   log "==> pgbouncer (session mode, SCRAM) on 127.0.0.1:$PGBOUNCER_POOLED_PORT"
@@ -265,12 +270,20 @@ main() {
   printf '\npgbench -S through transaction pools (SCRAM clients, pool size 20; -C: a connection per transaction), %s clients, median TPS\n' \
     "$BENCH_CLIENTS"
   summarize transaction 'pgbouncer pgfence' 'pgfence/pgbouncer'
-  if [[ $BENCH_FENCED == 1 ]]; then
-    printf '\nUPDATE pgbench_accounts (token by SET or comment), %s clients, %s x %ss after %ss warm-up, median TPS\n' \
-      "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"
-    summarize fenced 'unfenced fenced' 'fenced/unfenced'
-  fi
+  if [[ $BENCH_FENCED == 1 ]]; then print_fenced; fi
   if [[ $BENCH_TLS == 1 ]]; then print_tls; fi
+}
+
+start_passthrough_pgfence() {
+  PGFENCE_PORT=$(free_port)
+  log "==> pgfence (no fenced tables) on 127.0.0.1:$PGFENCE_PORT"
+  start_pgfence "$PGFENCE_PORT" '[]' pgfence-passthrough || PGFENCE_PORT=
+}
+
+print_fenced() {
+  printf '\nUPDATE pgbench_accounts (token by SET or comment), %s clients, %s x %ss after %ss warm-up, median TPS\n' \
+    "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"
+  summarize fenced 'unfenced fenced' 'fenced/unfenced'
 }
 
 print_tls() {
