@@ -3,7 +3,6 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { parseConfig } from '../config/load.js'
 import { createLogger } from '../log.js'
-import { createFencingRewriter } from '../proxy/fencing.js'
 import { startProxy } from '../proxy/proxy-server.js'
 import { demoDatabase, prepareDemoDatabase } from '../dev/demo-database.js'
 import { startEmbeddedServer } from '../dev/embedded-postgres.js'
@@ -42,11 +41,7 @@ export async function run(argv: string[]): Promise<number> {
     })
     await prepareDemoDatabase(postgres.url, config.fencing)
     const logger = createLogger(config.log.level)
-    const proxy = await startProxy(config, {
-      logger,
-      rewriter: await createFencingRewriter(config),
-      collectAfterChurn: true,
-    })
+    const proxy = await startProxy(config, { logger, collectAfterChurn: true })
     const url = `postgres://postgres:postgres@${proxy.host}:${proxy.port}/${demoDatabase}`
     process.stdout.write(
       `pgfence dev: proxy on ${proxy.host}:${proxy.port} fencing invoices, ` +

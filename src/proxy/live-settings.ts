@@ -41,20 +41,25 @@ export async function sessionSettings(
     nativeRelay && rewriter ? createNativeQueryCache(rewriter, options.queryCacheSize) : null
   // Only for fencing made from the config: its names are what the databases must resolve.
   const nameChecks =
-    options.rewriter === undefined && rewriter ? new TableNameChecks(config.fencing, logger) : null
+    options.rewriter === undefined && rewriter
+      ? new TableNameChecks(config.fencing, logger, (own) =>
+          nativeRelay ? createNativeQueryCache(own, options.queryCacheSize) : null,
+        )
+      : null
   return { rewriter, queryCache, limits: config.limits, nameChecks }
 }
 
 /**
- * The settings of one database's sessions: those in force, unless the configured names do not
- * all resolve there, when its own rewriter refuses writes to their look-alikes.
+ * The settings of one database's sessions: once its check has run, its own rewriter, which
+ * leaves the rows of tables with their fence trigger to it and refuses writes to look-alikes of
+ * names that do not resolve there; until then, those in force.
  */
 export function settingsForDatabase(holder: SettingsHolder, database: string): SettingsHolder {
   return {
     get current() {
       const settings = holder.current
-      const own = settings.nameChecks?.rewriterFor(database)
-      return own ? { ...settings, rewriter: own, queryCache: null } : settings
+      const own = settings.nameChecks?.fencingFor(database)
+      return own ? { ...settings, ...own } : settings
     },
   }
 }
@@ -64,12 +69,20 @@ export interface CacheLookups {
   misses: number
 }
 
-/** Lookups in both rewrite caches of one set of settings so far. */
-export function cacheLookups({ rewriter, queryCache }: SessionSettings): CacheLookups {
-  const own = rewriter?.cacheLookups?.() ?? { hits: 0, misses: 0 }
-  const native =
-    queryCache && nativeRelayModule
-      ? nativeRelayModule.queryCacheStats(queryCache)
-      : { hits: 0, misses: 0 }
-  return { hits: own.hits + native.hits, misses: own.misses + native.misses }
+/** Lookups in the rewrite caches (the rewriter's and the native relay's) of one set of settings. */
+export function cacheLookups(settings: SessionSettings): CacheLookups {
+  const total = { hits: 0, misses: 0 }
+  for (const { rewriter, queryCache } of [
+    settings,
+    ...(settings.nameChecks?.checkedFencings() ?? []),
+  ]) {
+    const own = rewriter?.cacheLookups?.() ?? { hits: 0, misses: 0 }
+    const native =
+      queryCache && nativeRelayModule
+        ? nativeRelayModule.queryCacheStats(queryCache)
+        : { hits: 0, misses: 0 }
+    total.hits += own.hits + native.hits
+    total.misses += own.misses + native.misses
+  }
+  return total
 }

@@ -8,10 +8,12 @@ import {
   resolveNames,
   type ConfiguredName,
 } from '../schema/resolve-tables.js'
+import { triggeredTablesSql } from '../schema/fence-trigger-status.js'
 import { unfencedDescendant, unfencedDescendantsSql } from '../schema/unfenced-descendants.js'
 import type { UnresolvedName } from '../rewrite/tables.js'
 import { decodeQueryResult, splitResults, type QueryResult } from '../wire/query-result.js'
 import type { LoginQuery } from './login-query.js'
+import type { NativeQueryCache } from './native-relay.js'
 
 /** How often a database's names are resolved again (a session's login pays one round trip). */
 const RECHECK_MS = 60_000
@@ -21,14 +23,20 @@ interface DatabaseNames {
   checkedAt: number
   /** The problems logged for this database, so that each is logged once. */
   reported: Set<string>
-  /** Refused names as one key, to keep the rewriter (and its cache) while they stay. */
-  unresolvedKey: string
-  /**
-   * Refuses writes to look-alikes of unresolved names and to unfenced descendants of fenced
-   * tables; null: the proxy's own rewriter.
-   */
-  rewriter: FencingRewriter | null
+  /** Refused names and triggered tables as one key, to keep the rewriter while they stay. */
+  key: string
+  /** Null: the proxy's own rewriter, which checks every fenced table in the statement. */
+  fencing: DatabaseFencing | null
 }
+
+/** The rewrite of one database's sessions, with the native relay's templates made from it. */
+export interface DatabaseFencing {
+  rewriter: FencingRewriter
+  queryCache: NativeQueryCache | null
+}
+
+/** Makes the native relay's Query templates for a rewriter, when sessions are relayed natively. */
+export type QueryCacheFactory = (rewriter: FencingRewriter) => NativeQueryCache | null
 
 /**
  * The configured table names, resolved in each database that sessions use, off the statement
@@ -37,25 +45,42 @@ interface DatabaseNames {
  * get a rewriter that refuses writes to tables spelled like it in another letter case. So is a
  * partition or inheritance child of a fenced table that lacks its fence triggers (created after
  * `pgfence migrate` where its event trigger could not be installed).
+ *
+ * The same check finds the fenced tables whose row trigger is installed as the config wants
+ * it: the database's rewriter leaves their rows to the trigger. Until a database is checked (at
+ * start, after a reload), and for a table without its trigger, pgfence checks the rows in the
+ * statement itself, so that a table the config fences is never written unchecked through it.
  */
 export class TableNameChecks {
   private readonly names: ConfiguredName[]
+  /** The queries of the check, in order; null where the config needs none. */
+  private readonly queries: (string | null)[]
   private readonly sql: string
   private readonly databases = new Map<string, DatabaseNames>()
 
   constructor(
     private readonly fencing: FencingConfig,
     private readonly logger: Logger,
+    private readonly queryCacheFor: QueryCacheFactory = () => null,
     private readonly recheckMs = RECHECK_MS,
   ) {
     this.names = configuredNames(fencing)
-    const descendants = unfencedDescendantsSql(fencing)
-    this.sql = [candidatesSql(this.names), descendants].filter(Boolean).join(';\n')
+    this.queries = [
+      candidatesSql(this.names),
+      unfencedDescendantsSql(fencing),
+      triggeredTablesSql(fencing),
+    ]
+    this.sql = this.queries.filter(Boolean).join(';\n')
   }
 
-  /** The rewriter for a database whose names do not all resolve; null when they do. */
-  rewriterFor(database: string): FencingRewriter | null {
-    return this.databases.get(database)?.rewriter ?? null
+  /** The rewrite of a checked database; null before its check (or when it found nothing). */
+  fencingFor(database: string): DatabaseFencing | null {
+    return this.databases.get(database)?.fencing ?? null
+  }
+
+  /** The rewrites of the checked databases. */
+  *checkedFencings(): Iterable<DatabaseFencing> {
+    for (const { fencing } of this.databases.values()) if (fencing) yield fencing
   }
 
   /** The check for a session logging in to this database to run, when one is due. */
@@ -63,7 +88,7 @@ export class TableNameChecks {
     if (this.names.length === 0) return null
     let state = this.databases.get(database)
     if (state === undefined) {
-      state = { checkedAt: -Infinity, reported: new Set(), unresolvedKey: '', rewriter: null }
+      state = { checkedAt: -Infinity, reported: new Set(), key: '', fencing: null }
       this.databases.set(database, state)
     }
     const now = Date.now()
@@ -75,29 +100,42 @@ export class TableNameChecks {
 
   private record(database: string, state: DatabaseNames, messages: Buffer[]): void {
     const none: QueryResult = { rows: [] }
-    const [names = none, descendants = none] = splitResults(messages).map(decodeQueryResult)
-    const error = names.error ?? descendants.error
+    const results = splitResults(messages).map(decodeQueryResult)
+    const [names, descendants, triggered] = this.queries.map((sql) =>
+      sql === null ? none : (results.shift() ?? none),
+    ) as [QueryResult, QueryResult, QueryResult]
+    const error = names.error ?? descendants.error ?? triggered.error
     if (error) {
       this.logger.warn({ database, err: error.message }, 'could not check fenced table names')
       return
     }
     const { problems } = resolveNames(this.names, names.rows.map(candidateRow))
     const unfenced = descendants.rows.map((row) => unfencedDescendant(row, this.names))
+    const withTrigger = new Set(triggered.rows.map((row) => Number(row.ord)))
+    const unresolvedTexts = new Set(problems.map((problem) => problem.text))
+    const untriggered = this.fencing.tables
+      .map((table, ord) => ({ ord, text: table.name }))
+      .filter(({ ord, text }) => !withTrigger.has(ord) && !unresolvedTexts.has(text))
     const reports = [
       ...problems.map((problem) => ({ table: problem.text, message: problem.message })),
       ...unfenced.map((table) => ({ table: table.text, message: describe(table) })),
+      ...untriggered.map(({ text }) => ({ table: text, message: untriggeredMessage(text) })),
     ]
     for (const { table, message } of reports) {
       if (!state.reported.has(message)) this.logger.error({ database, table }, message)
     }
     state.reported = new Set(reports.map((report) => report.message))
     const refused: UnresolvedName[] = [...problems.filter((p) => p.unresolved), ...unfenced]
-    const key = refused.map((name) => name.text).join('\0')
-    if (key === state.unresolvedKey) return
-    state.unresolvedKey = key
-    state.rewriter = refused.length === 0 ? null : new FencingRewriter(this.fencing, 4096, refused)
+    const key = [...refused.map((name) => name.text), '', ...withTrigger].join('\0')
+    if (key === state.key) return
+    state.key = key
+    const rewriter = new FencingRewriter(this.fencing, 4096, refused, withTrigger)
+    state.fencing = { rewriter, queryCache: this.queryCacheFor(rewriter) }
   }
 }
+
+const untriggeredMessage = (table: string): string =>
+  `fenced table ${JSON.stringify(table)} has no up-to-date fence trigger in this database: pgfence checks the writes that name it, but writes by other paths (functions, views, triggers, partitions, direct connections) are not fenced; run pgfence migrate`
 
 /** A refused descendant's log line: the refusal's words. */
 const describe = ({ reason }: UnresolvedName): string =>

@@ -1,7 +1,15 @@
 import type { Node, TokenSource } from './ast.js'
 import { resourceHandlers, type ResourceGates } from './fence-resource.js'
+import { rewriteDelete, rewriteInsert, rewriteMerge, rewriteUpdate } from './fence-rewrite.js'
+import {
+  allDefault,
+  isExcludedFence,
+  refuse,
+  refuseFenceColumnWrite,
+  relationOf,
+  type Target,
+} from './fence-target.js'
 import { Refusal } from './refusal.js'
-import { quoteIdent } from './sql-text.js'
 import {
   matchIgnoringCase,
   matchTable,
@@ -28,13 +36,6 @@ export interface PathStep {
   node: Node
 }
 
-/** One fenced write target, as refusals name it. */
-interface Target {
-  table: FencedTable
-  /** The relation as the statement names it, quoted. */
-  relation: string
-}
-
 /**
  * Fences every write in one statement's parse tree (CTEs, PREPARE, EXPLAIN, rules...), in place.
  * Row fences are the fence triggers' (see fence-triggers.ts): here their writes are only checked
@@ -45,7 +46,7 @@ export function fenceStatement(stmt: Node, ctx: FenceContext): boolean {
   let changed = false
   const gates: ResourceGates = new Map()
   visit(stmt, [], (key, node, path) => {
-    refusals[key]?.(node, ctx)
+    if (handlers[key]?.(node, ctx)) changed = true
     if (resourceHandlers[key]?.(node, ctx, path, gates)) changed = true
   })
   // Grafted after the walk: the statements they go into are still being walked until then.
@@ -79,7 +80,8 @@ function visit(node: Node, path: PathStep[], onNode: OnNode): void {
   }
 }
 
-const refusals: Record<string, (node: Node, ctx: FenceContext) => void> = {
+/** Each checks a statement for what pgfence refuses; true when it also rewrote it. */
+const handlers: Record<string, (node: Node, ctx: FenceContext) => boolean> = {
   UpdateStmt: checkUpdate,
   DeleteStmt: checkDelete,
   InsertStmt: checkInsert,
@@ -90,18 +92,12 @@ const refusals: Record<string, (node: Node, ctx: FenceContext) => void> = {
   RuleStmt: refuseRule,
 }
 
-const relationOf = (range: RangeVar): string =>
-  [range.schemaname, range.relname]
-    .filter((part): part is string => part !== undefined)
-    .map(quoteIdent)
-    .join('.')
-
 function targetOf(range: RangeVar, ctx: FenceContext): Target | undefined {
   const table = matchTable(ctx.tables, range)
   if (!table) return refuseLookalike(range, ctx)
   // A fenced parent is refused too while one of its children lacks the fence triggers.
   refuseLookalike(range, { unresolved: ctx.unresolved.filter((name) => name.reason) })
-  return { table, relation: relationOf(range) }
+  return { table, relation: relationOf(range), range }
 }
 
 /**
@@ -120,29 +116,24 @@ function refuseLookalike(range: RangeVar, ctx: Pick<FenceContext, 'unresolved'>)
   throw new Refusal('PF501', message, detail, hint, relationOf(range))
 }
 
-const refuse = (t: Target, message: string, detail: string, hint: string): never => {
-  throw new Refusal('PF501', message, detail, hint, t.relation, t.table.column)
-}
-
-function refuseFenceColumnWrite(t: Target, targets: Node[] | undefined): void {
-  if (targets?.some((target: Node) => target.ResTarget?.name === t.table.column)) {
-    refuse(
-      t,
-      'the fence column of a fenced table cannot be written directly',
-      `column ${t.table.column} of table ${t.relation} is maintained by pgfence`,
-      'remove the fence column from the statement; pgfence sets it to the presented token',
-    )
-  }
-}
-
-function checkUpdate(node: Node, ctx: FenceContext): void {
+function checkUpdate(node: Node, ctx: FenceContext): boolean {
   const t = targetOf(node.relation, ctx)
-  if (t) refuseFenceColumnWrite(t, node.targetList)
+  if (!t) return false
+  refuseFenceColumnWrite(t, node.targetList)
+  return rewritten(t, () => rewriteUpdate(node, t, ctx))
 }
 
-function checkDelete(node: Node, ctx: FenceContext): void {
+/** Untriggered tables get the proxy's own compare-and-raise (fence-rewrite.ts). */
+function rewritten(t: Target, rewrite: () => void): boolean {
+  if (t.table.triggered) return false
+  rewrite()
+  return true
+}
+
+function checkDelete(node: Node, ctx: FenceContext): boolean {
   const t = targetOf(node.relation, ctx)
-  if (t && node.whereClause?.CurrentOfExpr) {
+  if (!t) return false
+  if (node.whereClause?.CurrentOfExpr) {
     refuse(
       t,
       'DELETE ... WHERE CURRENT OF is not supported on a fenced table',
@@ -150,45 +141,34 @@ function checkDelete(node: Node, ctx: FenceContext): void {
       'delete by key instead: DELETE ... WHERE <primary key> = ...',
     )
   }
+  return rewritten(t, () => rewriteDelete(node, t, ctx))
 }
 
 /**
  * The fence column may be listed with the value DEFAULT in every row (ORMs that declare it do
- * so): that leaves it to pgfence, whose trigger sets it. Any other value is refused.
+ * so): that leaves it to pgfence. Any other value is refused.
  */
 function refuseFenceColumnValues(t: Target, cols: Node[] | undefined, rows: Node[] | undefined) {
   const index = cols?.findIndex((col: Node) => col.ResTarget?.name === t.table.column) ?? -1
-  if (index < 0) return
-  if (rows?.every((row: Node) => row.List.items[index]?.SetToDefault !== undefined)) return
-  refuseFenceColumnWrite(t, cols)
-}
-
-/** `fence = EXCLUDED.fence` in an upsert: the inserted value, the token the trigger set. */
-const isExcludedFence = (t: Target, target: Node): boolean => {
-  const fields = target.ResTarget?.val?.ColumnRef?.fields as Node[] | undefined
-  return (
-    target.ResTarget?.name === t.table.column &&
-    fields?.length === 2 &&
-    fields[0].String?.sval === 'excluded' &&
-    fields[1].String?.sval === t.table.column
-  )
+  if (index >= 0 && !allDefault(rows, index)) refuseFenceColumnWrite(t, cols)
 }
 
 /** Without a column list the values fill the table's columns in order; the trigger checks them. */
-function checkInsert(node: Node, ctx: FenceContext): void {
+function checkInsert(node: Node, ctx: FenceContext): boolean {
   const t = targetOf(node.relation, ctx)
-  if (!t) return
+  if (!t) return false
   refuseFenceColumnValues(t, node.cols, node.selectStmt?.SelectStmt?.valuesLists)
   const conflict = node.onConflictClause
   if (conflict?.action === 'ONCONFLICT_UPDATE') {
     const targets = conflict.targetList.filter((target: Node) => !isExcludedFence(t, target))
     refuseFenceColumnWrite(t, targets)
   }
+  return rewritten(t, () => rewriteInsert(node, t, ctx))
 }
 
-function checkMerge(node: Node, ctx: FenceContext): void {
+function checkMerge(node: Node, ctx: FenceContext): boolean {
   const t = targetOf(node.relation, ctx)
-  if (!t) return
+  if (!t) return false
   for (const { MergeWhenClause: clause } of node.mergeWhenClauses as Node[]) {
     if (clause.commandType === 'CMD_UPDATE') refuseFenceColumnWrite(t, clause.targetList)
     if (clause.commandType === 'CMD_INSERT') {
@@ -196,9 +176,10 @@ function checkMerge(node: Node, ctx: FenceContext): void {
       refuseFenceColumnValues(t, clause.targetList, [row])
     }
   }
+  return rewritten(t, () => rewriteMerge(node, t, ctx))
 }
 
-function refuseTruncate(node: Node, ctx: FenceContext): void {
+function refuseTruncate(node: Node, ctx: FenceContext): false {
   for (const { RangeVar: range } of node.relations as Node[]) {
     const t = targetOf(range, ctx)
     if (t) {
@@ -210,9 +191,10 @@ function refuseTruncate(node: Node, ctx: FenceContext): void {
       )
     }
   }
+  return false
 }
 
-function refuseCopyFrom(node: Node, ctx: FenceContext): void {
+function refuseCopyFrom(node: Node, ctx: FenceContext): false {
   const t = node.is_from && node.relation ? targetOf(node.relation, ctx) : undefined
   if (t) {
     refuse(
@@ -222,9 +204,10 @@ function refuseCopyFrom(node: Node, ctx: FenceContext): void {
       'use INSERT, which pgfence fences',
     )
   }
+  return false
 }
 
-function refuseDoBlock(node: Node, ctx: FenceContext): void {
+function refuseDoBlock(node: Node, ctx: FenceContext): false {
   const body: string =
     (node.args as Node[]).find((arg) => arg.DefElem?.defname === 'as')?.DefElem.arg.String.sval ??
     ''
@@ -241,9 +224,10 @@ function refuseDoBlock(node: Node, ctx: FenceContext): void {
       'column' in table ? table.column : null,
     )
   }
+  return false
 }
 
-function refuseRule(node: Node, ctx: FenceContext): void {
+function refuseRule(node: Node, ctx: FenceContext): false {
   const t = targetOf(node.relation, ctx)
   if (t) {
     refuse(
@@ -253,4 +237,5 @@ function refuseRule(node: Node, ctx: FenceContext): void {
       'use a trigger instead',
     )
   }
+  return false
 }

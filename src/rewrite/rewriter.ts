@@ -29,6 +29,7 @@ import {
   resourceTables,
   type FencedTable,
   type ResourceTable,
+  type Triggered,
   type UnresolvedName,
 } from './tables.js'
 import { escapeRegex } from './sql-text.js'
@@ -70,13 +71,17 @@ export class FencingRewriter implements StatementRewriter {
   readonly prefilterNeedles: readonly string[]
   private readonly cache: Lru<CacheEntry>
 
-  /** `unresolved`: configured names that resolve to no table where this rewriter is used. */
+  /**
+   * `unresolved`: configured names that resolve to no table where this rewriter is used;
+   * `triggered`: the fenced tables that have their fence trigger there.
+   */
   constructor(
     private readonly fencing: FencingConfig,
     cacheSize = 4096,
     private readonly unresolved: UnresolvedName[] = [],
+    triggered: Triggered = 'all',
   ) {
-    this.tables = fencedTables(fencing)
+    this.tables = fencedTables(fencing, triggered)
     this.resources = resourceTables(fencing)
     this.commentKeys = { token: fencing.commentKey, resource: fencing.resourceCommentKey }
     // Unresolved names and unfenced descendants too: writes to them are refused.
@@ -283,7 +288,11 @@ function charOffsets(text: string): (byteOffset: number) => number {
   return (offset) => bytes.subarray(0, offset).toString('utf8').length
 }
 
-export async function createRewriter(fencing: FencingConfig): Promise<FencingRewriter> {
+/** `triggered`: which fenced tables are known to have their fence trigger where it is used. */
+export async function createRewriter(
+  fencing: FencingConfig,
+  triggered: Triggered = 'all',
+): Promise<FencingRewriter> {
   await loadModule()
-  return new FencingRewriter(fencing)
+  return new FencingRewriter(fencing, 4096, [], triggered)
 }

@@ -5,6 +5,13 @@ export function quoteIdent(name: string): string {
   return `"${name.replace(/"/g, '""')}"`
 }
 
+/** `[schema.]name`, each part quoted. */
+export const qualifiedName = (schema: string | undefined, name: string): string =>
+  [schema, name]
+    .filter((part): part is string => part !== undefined)
+    .map(quoteIdent)
+    .join('.')
+
 /** A string literal that means the same whatever standard_conforming_strings says. */
 export function quoteLiteral(value: string): string {
   return value.includes('\\')

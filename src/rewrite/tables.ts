@@ -6,7 +6,15 @@ export interface FencedTable {
   name: string
   column: string
   requireToken: boolean
+  /**
+   * Its fence trigger is known to be installed (and up to date) where the statement runs: the
+   * trigger alone checks its rows. Otherwise pgfence also rewrites the statement to check them.
+   */
+  triggered: boolean
 }
+
+/** Which fenced tables have their fence trigger: all, none, or these indexes of the config. */
+export type Triggered = 'all' | 'none' | ReadonlySet<number>
 
 /** The relation a statement writes, as the parser gives it. */
 export interface RangeVar {
@@ -47,11 +55,16 @@ export function parseTableName(name: string): { schema: string | undefined; name
     : { schema: first, name: second }
 }
 
-export function fencedTables(fencing: FencingConfig): FencedTable[] {
-  return fencing.tables.map((table: FencedTableConfig) => ({
+/**
+ * The fenced tables of a config. `triggered`: which of them (indexes into `fencing.tables`) have
+ * their fence trigger where the rewrite is used.
+ */
+export function fencedTables(fencing: FencingConfig, triggered: Triggered = 'all'): FencedTable[] {
+  return fencing.tables.map((table: FencedTableConfig, index) => ({
     ...parseTableName(table.name),
     column: parseIdentifier(table.column, 'fence column'),
     requireToken: table.requireToken,
+    triggered: triggered === 'all' || (triggered !== 'none' && triggered.has(index)),
   }))
 }
 

@@ -4,8 +4,10 @@ import { resourceGateTrigger } from './resource-gates.js'
 /** The event trigger that fences tables joining a fenced table's tree after `pgfence migrate`. */
 export const descendantsTriggerName = 'pgfence_fence_descendants'
 
-/** The triggers every member of a row-fenced table's tree has once fenced (fence-triggers.ts). */
-export const rowFenceTriggers = ['pgfence_fence_truncate', 'pgfence_fence_row']
+/** The row trigger that checks every write to a fenced table's rows (fence-triggers.ts). */
+export const rowFenceTrigger = 'pgfence_fence_row'
+/** The triggers every member of a row-fenced table's tree has once fenced. */
+export const rowFenceTriggers = ['pgfence_fence_truncate', rowFenceTrigger]
 /** And of a fixed resource's member table (resource-gates.ts). */
 export const resourceGateTriggers = [resourceGateTrigger, `${resourceGateTrigger}_truncate`]
 

@@ -1,5 +1,6 @@
 /**
- * The PL/pgSQL helpers that the fence triggers and the resource gates call. Every rejection is raised inside
+ * The PL/pgSQL helpers that the fence triggers, the resource gates and the proxy's own
+ * compare-and-raise (for tables without their trigger, fence-rewrite.ts) call. Every rejection is raised inside
  * PostgreSQL, so clients get real ErrorResponses and the transaction is aborted as usual.
  *
  * `rel` is the relation as the statement names it (identifiers quoted); it is resolved with the
@@ -102,6 +103,19 @@ BEGIN
     WHEN committed IS NULL OR incoming >= committed THEN incoming
     ELSE pgfence.stale(committed, incoming, rel, col)
   END;
+END
+$fn$;
+
+-- The proxy's own compare-and-raise of one row, for a table whose fence trigger it does not know
+-- to be there (fence-rewrite.ts): the new fence value, or PF409/PF428/PF400.
+CREATE OR REPLACE FUNCTION pgfence.advance_token(
+  committed bigint, comment_token text, setting text, required boolean, rel text, col text,
+  unissued boolean
+) RETURNS bigint LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+  RETURN pgfence.advance(committed, CASE
+    WHEN unissued THEN pgfence.issued_token(comment_token, setting, required, rel, col)
+    ELSE pgfence.parse_token(comment_token, setting, required, rel, col) END, rel, col);
 END
 $fn$;
 

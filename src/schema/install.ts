@@ -1,6 +1,6 @@
 import type { FencingConfig } from '../config/schema.js'
 import { fencedTables, resourceTables } from '../rewrite/tables.js'
-import { quoteIdent, quoteLiteral } from '../rewrite/sql-text.js'
+import { qualifiedName, quoteLiteral } from '../rewrite/sql-text.js'
 import { fenceDescendantsSql, recordRowFenceSql } from './fence-descendants.js'
 import { fenceHelpersSql } from './fence-helpers.js'
 import { fenceTriggersSql } from './fence-triggers.js'
@@ -29,11 +29,7 @@ export function installSql(fencing: FencingConfig, resolved?: ResolvedTable[]): 
         (r) =>
           (r.column !== undefined) === row && r.name === table.name && r.schema === table.schema,
       )?.resolvedSchema ?? table.schema
-    const relation = [schema, table.name]
-      .filter((part): part is string => part !== undefined)
-      .map(quoteIdent)
-      .join('.')
-    return `${quoteLiteral(relation)}::regclass`
+    return `${quoteLiteral(qualifiedName(schema, table.name))}::regclass`
   }
   const tables = fencedTables(fencing).map((table) => {
     const args = [

@@ -1,14 +1,8 @@
 import type { FencingConfig } from '../config/schema.js'
-import { quoteIdent, quoteLiteral } from '../rewrite/sql-text.js'
+import { qualifiedName, quoteIdent, quoteLiteral } from '../rewrite/sql-text.js'
 import { fencedTables, resourceTables, type UnresolvedName } from '../rewrite/tables.js'
 import type { ConfiguredName } from './resolve-tables.js'
 import { resourceGateTriggers, rowFenceTriggers, sqlArray } from './fence-descendants.js'
-
-const relationText = (name: { schema: string | undefined; name: string }): string =>
-  [name.schema, name.name]
-    .filter((part): part is string => part !== undefined)
-    .map(quoteIdent)
-    .join('.')
 
 /**
  * One catalog query (simple protocol) listing the partitions and inheritance children, at any
@@ -31,7 +25,7 @@ export function unfencedDescendantsSql(fencing: FencingConfig): string | null {
     .filter(({ triggers }) => triggers.length > 0)
     .map(
       ({ table, triggers, ord }) =>
-        `(${ord}, ${quoteLiteral(relationText(table))}, ${sqlArray(triggers)})`,
+        `(${ord}, ${quoteLiteral(qualifiedName(table.schema, table.name))}, ${sqlArray(triggers)})`,
     )
   if (wanted.length === 0) return null
   return `WITH RECURSIVE tree(ord, relid, triggers, depth, path) AS (

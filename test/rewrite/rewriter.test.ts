@@ -228,3 +228,37 @@ describe('cache', () => {
     expect(rewriter.parses).toBe(1)
   })
 })
+
+describe('a fenced table without its fence trigger where the rewrite is used', () => {
+  let own: FencingRewriter
+  beforeEach(async () => {
+    own = await createRewriter(fencing, new Set([1]))
+  })
+
+  test('its writes get the compare-and-raise; a triggered table keeps only its refusals', () => {
+    const update = own.rewriteQuery("UPDATE invoices SET status = 'x' WHERE id = 1")
+    expect(update).toContain('fencing_token = pgfence.advance_token(invoices.fencing_token, NULL,')
+    const ledger = 'UPDATE billing."Ledger" SET a = 1'
+    expect(own.rewriteQuery(ledger)).toBeNull()
+    const remove = own.rewriteQuery('DELETE FROM invoices i WHERE id = 1')
+    expect(remove).toMatch(
+      /WHERE id = 1 AND CASE WHEN id = 1 THEN \(pgfence\.advance_token\(i\.fencing_token/,
+    )
+  })
+
+  test('an insert gets the token in the fence column, and needs its column list', () => {
+    const insert = own.rewriteParse('INSERT INTO invoices (id, fencing_token) VALUES ($1, DEFAULT)')
+    expect(insert).toMatch(
+      /^INSERT INTO invoices \(id, fencing_token\) VALUES \(\$1, COALESCE\(pgfence\.token\(/,
+    )
+    expect(own.rewriteQuery('INSERT INTO invoices VALUES (1)')).toContain("'PF501'")
+    expect(rewriter.rewriteQuery('INSERT INTO invoices VALUES (1)')).toBeNull()
+  })
+
+  test('a comment token is read in the statement, and still marked for the triggers', () => {
+    const stale = own.rewriteQuery("/*fencing_token='7'*/ UPDATE invoices SET status = 'x'")
+    expect(stale).toMatch(
+      /^\/\*pgfence:token='7'\*\/ .*pgfence\.advance_token\(invoices\.fencing_token, '7',/,
+    )
+  })
+})

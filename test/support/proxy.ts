@@ -3,7 +3,6 @@ import type { z } from 'zod'
 import { parseConfig } from '../../src/config/load.js'
 import type { configSchema } from '../../src/config/schema.js'
 import { createLogger } from '../../src/log.js'
-import { createFencingRewriter } from '../../src/proxy/fencing.js'
 import { startProxy, type ProxyOptions } from '../../src/proxy/proxy-server.js'
 import { POOL_PASSWORD, writeUserlist } from './pool-auth.js'
 
@@ -110,11 +109,7 @@ export async function startTestProxy(
     relay: overrides.relay ?? relayUnderTest(),
   })
   // Wired as `pgfence start` wires it: fencing applies only when the overrides name tables.
-  const server = await startProxy(config, {
-    logger: createLogger(config.log.level),
-    rewriter: await createFencingRewriter(config),
-    ...options,
-  })
+  const server = await startProxy(config, { logger: createLogger(config.log.level), ...options })
   return {
     host: server.host,
     port: server.port,

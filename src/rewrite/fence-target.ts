@@ -1,0 +1,45 @@
+import { Refusal } from './refusal.js'
+import { qualifiedName } from './sql-text.js'
+import type { FencedTable, RangeVar } from './tables.js'
+import type { Node } from './ast.js'
+
+/** One fenced write target, as refusals name it. */
+export interface Target {
+  table: FencedTable
+  /** The relation as the statement names it, quoted. */
+  relation: string
+  range: RangeVar
+}
+
+export const relationOf = (range: RangeVar): string =>
+  qualifiedName(range.schemaname, range.relname)
+
+export const refuse = (t: Target, message: string, detail: string, hint: string): never => {
+  throw new Refusal('PF501', message, detail, hint, t.relation, t.table.column)
+}
+
+export function refuseFenceColumnWrite(t: Target, targets: Node[] | undefined): void {
+  if (targets?.some((target: Node) => target.ResTarget?.name === t.table.column)) {
+    refuse(
+      t,
+      'the fence column of a fenced table cannot be written directly',
+      `column ${t.table.column} of table ${t.relation} is maintained by pgfence`,
+      'remove the fence column from the statement; pgfence sets it to the presented token',
+    )
+  }
+}
+
+/** `fence = EXCLUDED.fence` in an upsert: the inserted value, which pgfence sets anyway. */
+export const isExcludedFence = (t: Target, target: Node): boolean => {
+  const fields = target.ResTarget?.val?.ColumnRef?.fields as Node[] | undefined
+  return (
+    target.ResTarget?.name === t.table.column &&
+    fields?.length === 2 &&
+    fields[0].String?.sval === 'excluded' &&
+    fields[1].String?.sval === t.table.column
+  )
+}
+
+/** Whether every row gives the fence column (at `index` of the column list) the value DEFAULT. */
+export const allDefault = (rows: Node[] | undefined, index: number): boolean =>
+  rows?.every((row: Node) => row.List.items[index]?.SetToDefault !== undefined) ?? false

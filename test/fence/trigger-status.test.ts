@@ -1,0 +1,90 @@
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { capturingLogger } from '../fencing-e2e/support.js'
+import { createTestDatabase, maintenanceSession, type TestDatabase } from '../support/database.js'
+import { startTestProxy, type ConfigOverrides, type TestProxy } from '../support/proxy.js'
+import { fencingConfig, installFencing, sqlstateOf } from './support.js'
+
+// Each database's check finds which fenced tables have their row trigger as the config wants it.
+// pgfence leaves those rows to the trigger; any other table it still checks in the statement.
+// An INSERT without a column list tells the two apart: the trigger fences it, while pgfence's
+// own rewrite needs the column list and refuses it (PF501).
+
+let db: TestDatabase
+let admin: pg.Client
+
+const tables = ['ledger', 'disabled', 'strict']
+
+beforeAll(async () => {
+  db = await createTestDatabase('trigger_status')
+  admin = new pg.Client({ connectionString: db.url, ...maintenanceSession })
+  await admin.connect()
+  for (const table of tables) {
+    await admin.query(`CREATE TABLE ${table} (id int PRIMARY KEY, note text)`)
+  }
+  await installFencing(db.url, fencingConfig({ tables: tables.map((name) => ({ name })) }))
+  await admin.query('ALTER TABLE disabled DISABLE TRIGGER pgfence_fence_row')
+  for (const table of tables) {
+    await admin.query(`INSERT INTO ${table} (id, note, fencing_token) VALUES (1, 'held', 100)`)
+  }
+})
+
+afterAll(async () => {
+  await admin?.end()
+  await db?.drop()
+})
+
+describe('fence triggers, checked per database', () => {
+  const logs: Record<string, unknown>[] = []
+  let proxy: TestProxy
+  let client: pg.Client
+
+  beforeAll(async () => {
+    // `strict` is migrated with requireToken on; the config now says off: its trigger is stale.
+    const fencing: ConfigOverrides['fencing'] = {
+      tables: [{ name: 'ledger' }, { name: 'disabled' }, { name: 'strict', requireToken: false }],
+    }
+    proxy = await startTestProxy({ fencing }, db.url, { logger: capturingLogger(logs) })
+    client = new pg.Client({ connectionString: proxy.url() })
+    await client.connect()
+    await client.query('SET app.fencing_token = 101')
+  })
+
+  afterAll(async () => {
+    await client?.end()
+    await proxy?.close()
+  })
+
+  test('a table with its trigger: its rows are left to the trigger', async () => {
+    expect(await sqlstateOf(client.query("INSERT INTO ledger VALUES (2, 'new')"))).toBe('ok')
+    const row = await admin.query('SELECT fencing_token FROM ledger WHERE id = 2')
+    expect(row.rows).toEqual([{ fencing_token: '101' }])
+    const stale = "/*fencing_token='7'*/ UPDATE ledger SET note = 'late' WHERE id = 1"
+    expect(await sqlstateOf(client.query(stale))).toBe('PF409')
+  })
+
+  test.each(['disabled', 'strict'])(
+    '%s: pgfence checks the writes that name it, and logs the table at error',
+    async (table) => {
+      expect(await sqlstateOf(client.query(`INSERT INTO ${table} VALUES (2, 'new')`))).toBe('PF501')
+      const stale = `/*fencing_token='7'*/ UPDATE ${table} SET note = 'late' WHERE id = 1`
+      expect(await sqlstateOf(client.query(stale))).toBe('PF409')
+      expect(await sqlstateOf(client.query(`UPDATE ${table} SET note = 'ok' WHERE id = 1`))).toBe(
+        'ok',
+      )
+      const row = await admin.query(`SELECT note, fencing_token FROM ${table} WHERE id = 1`)
+      expect(row.rows).toEqual([{ note: 'ok', fencing_token: '101' }])
+      const errors = logs.filter((r) => r.level === 50 && r.table === table)
+      expect(errors).toEqual([
+        expect.objectContaining({
+          database: db.name,
+          msg: expect.stringMatching(/has no up-to-date fence trigger.*run pgfence migrate$/),
+        }),
+      ])
+    },
+  )
+
+  test('no other table is logged', () => {
+    expect(logs.filter((r) => r.level === 50).map((r) => r.table)).not.toContain('ledger')
+  })
+})
