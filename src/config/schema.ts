@@ -83,9 +83,12 @@ const resourceRule = z
     message: 'give exactly one of resource (a fixed name) or resourceFrom: session',
   })
 
+/** The session setting that holds the fencing token unless the config names another. */
+export const defaultTokenSetting = 'app.fencing_token'
+
 const fencing = z
   .strictObject({
-    setting: customSetting.default('app.fencing_token'),
+    setting: customSetting.default(defaultTokenSetting),
     commentKey: commentKey.default('fencing_token'),
     resourceSetting: customSetting.default('app.fencing_resource'),
     resourceCommentKey: commentKey.default('fencing_resource'),

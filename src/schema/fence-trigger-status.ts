@@ -2,6 +2,7 @@ import type { FencingConfig } from '../config/schema.js'
 import { qualifiedName, quoteLiteral } from '../rewrite/sql-text.js'
 import { fencedTables } from '../rewrite/tables.js'
 import { rowFenceTrigger } from './fence-descendants.js'
+import { rowFunctionNameSql } from './fence-triggers.js'
 
 /**
  * The arguments `pgfence migrate` gives a fenced table's row trigger (fence-triggers.ts), as the
@@ -22,10 +23,11 @@ export function triggeredTablesSql(fencing: FencingConfig): string | null {
   if (tables.length === 0) return null
   const wanted = tables.map((table, ord) => {
     const args = triggerArgs(fencing.setting, table.requireToken, fencing.rejectUnissuedTokens)
-    return `(${ord}, ${quoteLiteral(qualifiedName(table.schema, table.name))}, ${quoteLiteral(
-      table.column,
-    )}, '${args.toString('hex')}')`
+    const rel = quoteLiteral(qualifiedName(table.schema, table.name))
+    return `(${ord}, ${rel}, ${quoteLiteral(table.column)}, '${args.toString('hex')}')`
   })
+  const setting = `${quoteLiteral(fencing.setting)}::text`
+  const unissued = String(fencing.rejectUnissuedTokens)
   return `SELECT w.ord
   FROM (VALUES ${wanted.join(', ')}) AS w(ord, rel, col, args)
   JOIN pg_catalog.pg_trigger g ON g.tgrelid = pg_catalog.to_regclass(w.rel)
@@ -33,7 +35,6 @@ export function triggeredTablesSql(fencing: FencingConfig): string | null {
   JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
  WHERE g.tgname = ${quoteLiteral(rowFenceTrigger)} AND g.tgenabled = 'A'
    AND g.tgargs = pg_catalog.decode(w.args, 'hex') AND n.nspname = 'pgfence'
-   AND p.proname = CASE WHEN pg_catalog.octet_length(w.col) <= 57 THEN 'fence_' || w.col
-                        ELSE 'fence_' || pg_catalog.md5(w.col) END
+   AND p.proname = ${rowFunctionNameSql('w.col', setting, unissued)}
  ORDER BY 1`
 }

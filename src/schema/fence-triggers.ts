@@ -1,4 +1,5 @@
 import { statementTokenPrefix } from '../rewrite/statement-marker.js'
+import { defaultTokenSetting } from '../config/schema.js'
 import { quoteLiteral } from '../rewrite/sql-text.js'
 
 /** The role whose members (and superusers) may write fenced tables with maintenance on. */
@@ -19,6 +20,26 @@ const markerValueSql = `CASE WHEN pg_catalog.starts_with(pg_catalog.current_quer
  */
 export const effectiveTokenSql = (setting: string): string =>
   `coalesce(${markerValueSql}, pg_catalog.current_setting(${setting}, true))`
+
+/**
+ * The name of the row trigger function of a fence column, token setting and
+ * rejectUnissuedTokens (SQL text of each): `fence_<column>` for the default setting, else (or
+ * when that is too long for a name) `fence_` and an md5 of the three.
+ */
+export const rowFunctionNameSql = (col: string, setting: string, unissued: string): string =>
+  `CASE WHEN ${setting} = ${quoteLiteral(defaultTokenSetting)} AND NOT ${unissued}
+    AND pg_catalog.octet_length(${col}) <= 57 THEN 'fence_' || ${col}
+    ELSE 'fence_' || pg_catalog.md5(${col} || pg_catalog.chr(10) || ${setting} || pg_catalog.chr(10)
+      || ${unissued}::text) END`
+
+/** The usual token (up to 18 digits, so the cast cannot fail) with maintenance off. */
+const usualTokenSql = `pg_catalog.length(token) BETWEEN 1 AND 18
+        AND pg_catalog.ltrim(token, '0123456789') = ''
+        AND coalesce(pg_catalog.current_setting('pgfence.maintenance', true), '') IN ('', 'off')`
+
+/** The relation a trigger fires on, as check_row names it. */
+const triggerRelationSql =
+  "pg_catalog.quote_ident(TG_TABLE_SCHEMA) || '.' || pg_catalog.quote_ident(TG_TABLE_NAME)"
 
 /**
  * The maintenance switch, the trigger functions and `pgfence.fence_table`, which installs them on
@@ -97,51 +118,56 @@ BEGIN
 END
 $fn$;
 
--- The row trigger function of one fence column (PL/pgSQL cannot name a column by a value, so
--- each column name gets its own). Arguments: token setting, requireToken, rejectUnissuedTokens.
+-- The row trigger function of one fence column and token setting (PL/pgSQL cannot name a column
+-- by a value, so each gets its own; the setting and rejectUnissuedTokens are written into it).
+-- Trigger arguments: token setting, requireToken, rejectUnissuedTokens, for check_row.
 -- It is the only check of a fenced row and sets the fence column to the presented token. The
 -- usual case (a token of up to 18 digits, no lower than the committed one, the column left to
 -- pgfence, maintenance off) is one condition of built-ins; any other row goes to check_row.
--- PL/pgSQL keeps the function compiled for the session and sets up its expressions once per
--- transaction, where a trigger WHEN would be read and planned anew for every statement.
-CREATE OR REPLACE FUNCTION pgfence.create_row_function(col text) RETURNS text
-LANGUAGE plpgsql AS $fn$
+-- PL/pgSQL keeps the function compiled for the session but sets each expression up again in
+-- every transaction, at a cost per function it names: so the usual path names few, and only the
+-- branch of the row's operation is set up.
+CREATE OR REPLACE FUNCTION pgfence.create_row_function(col text, setting text, unissued boolean)
+RETURNS text LANGUAGE plpgsql AS $fn$
 DECLARE
-  name text := 'pgfence.' || pg_catalog.quote_ident(CASE WHEN pg_catalog.octet_length(col) <= 57
-    THEN 'fence_' || col ELSE 'fence_' || pg_catalog.md5(col) END);
+  name text := 'pgfence.' || pg_catalog.quote_ident(${rowFunctionNameSql('col', 'setting', 'unissued')});
 BEGIN
   EXECUTE pg_catalog.format($def$
 CREATE OR REPLACE FUNCTION %1$s() RETURNS trigger LANGUAGE plpgsql AS $body$
 DECLARE
-  token text := ${effectiveTokenSql('TG_ARGV[0]')};
-  usual boolean := pg_catalog.length(token) BETWEEN 1 AND 18
-    AND pg_catalog.ltrim(token, '0123456789') = ''
-    AND coalesce(pg_catalog.current_setting('pgfence.maintenance', true), '') IN ('', 'off')
-    AND NOT TG_ARGV[2]::boolean;
+  token text := ${effectiveTokenSql('%4$L')};
 BEGIN
-  IF TG_OP = 'DELETE' THEN
-    IF (CASE WHEN usual THEN token::bigint >= OLD.%2$I ELSE false END) THEN
-      RETURN OLD;
+  IF TG_OP = 'UPDATE' THEN
+    IF (CASE WHEN %5$s AND NEW.%2$I = OLD.%2$I AND ${usualTokenSql} THEN token::bigint >= OLD.%2$I
+        ELSE false END) THEN
+      NEW.%2$I := token::bigint;
+      RETURN NEW;
     END IF;
-    PERFORM pgfence.check_row(TG_OP, OLD.%2$I, NULL, %3$L, TG_ARGV[0], TG_ARGV[1]::boolean,
-      TG_ARGV[2]::boolean, pg_catalog.quote_ident(TG_TABLE_SCHEMA) || '.' || pg_catalog.quote_ident(TG_TABLE_NAME));
-    RETURN OLD;
-  END IF;
-  IF (CASE WHEN usual IS NOT TRUE THEN false WHEN TG_OP = 'INSERT' THEN NEW.%2$I = 0
-      ELSE NEW.%2$I = OLD.%2$I AND token::bigint >= OLD.%2$I END) THEN
-    NEW.%2$I := token::bigint;
+    NEW.%2$I := pgfence.check_row(TG_OP, OLD.%2$I, NEW.%2$I, %3$L, TG_ARGV[0],
+      TG_ARGV[1]::boolean, TG_ARGV[2]::boolean, ${triggerRelationSql});
+    RETURN NEW;
+  ELSIF TG_OP = 'INSERT' THEN
+    IF (CASE WHEN %5$s AND NEW.%2$I = 0 AND ${usualTokenSql} THEN true ELSE false END) THEN
+      NEW.%2$I := token::bigint;
+      RETURN NEW;
+    END IF;
+    NEW.%2$I := pgfence.check_row(TG_OP, NULL, NEW.%2$I, %3$L, TG_ARGV[0],
+      TG_ARGV[1]::boolean, TG_ARGV[2]::boolean, ${triggerRelationSql});
     RETURN NEW;
   END IF;
-  NEW.%2$I := pgfence.check_row(TG_OP, CASE WHEN TG_OP = 'UPDATE' THEN OLD.%2$I END, NEW.%2$I, %3$L,
-    TG_ARGV[0], TG_ARGV[1]::boolean, TG_ARGV[2]::boolean,
-    pg_catalog.quote_ident(TG_TABLE_SCHEMA) || '.' || pg_catalog.quote_ident(TG_TABLE_NAME));
-  RETURN NEW;
+  IF (CASE WHEN %5$s AND ${usualTokenSql} THEN token::bigint >= OLD.%2$I ELSE false END) THEN
+    RETURN OLD;
+  END IF;
+  PERFORM pgfence.check_row(TG_OP, OLD.%2$I, NULL, %3$L, TG_ARGV[0], TG_ARGV[1]::boolean,
+    TG_ARGV[2]::boolean, ${triggerRelationSql});
+  RETURN OLD;
 END
 $body$
-$def$, name, col, col);
+$def$, name, col, col, setting, CASE WHEN unissued THEN 'false' ELSE 'true' END);
   RETURN name;
 END
 $fn$;
+DROP FUNCTION IF EXISTS pgfence.create_row_function(text);
 
 CREATE OR REPLACE FUNCTION pgfence.refuse_truncate() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
@@ -185,7 +211,7 @@ BEGIN
   END LOOP;
   PERFORM pgfence.create_trigger(rel, 'pgfence_fence_row', 'BEFORE INSERT OR UPDATE OR DELETE',
     pg_catalog.format('FOR EACH ROW EXECUTE FUNCTION %s(%L, %L, %L)',
-      pgfence.create_row_function(col), setting, required, unissued));
+      pgfence.create_row_function(col, setting, unissued), setting, required, unissued));
 END
 $fn$;
 
