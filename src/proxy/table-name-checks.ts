@@ -7,6 +7,7 @@ import {
   configuredNames,
   resolveNames,
   type ConfiguredName,
+  type ResolvedTable,
 } from '../schema/resolve-tables.js'
 import { triggeredTablesSql } from '../schema/fence-trigger-status.js'
 import { unfencedDescendant, unfencedDescendantsSql } from '../schema/unfenced-descendants.js'
@@ -109,23 +110,25 @@ export class TableNameChecks {
       this.logger.warn({ database, err: error.message }, 'could not check fenced table names')
       return
     }
-    const { problems } = resolveNames(this.names, names.rows.map(candidateRow))
+    const { tables, problems } = resolveNames(this.names, names.rows.map(candidateRow))
     const unfenced = descendants.rows.map((row) => unfencedDescendant(row, this.names))
+    const columnless = tables.filter((t) => t.column !== undefined && !t.hasColumn)
     const withTrigger = new Set(triggered.rows.map((row) => Number(row.ord)))
-    const unresolvedTexts = new Set(problems.map((problem) => problem.text))
+    const reported = new Set([...problems, ...columnless].map((name) => name.text))
     const untriggered = this.fencing.tables
       .map((table, ord) => ({ ord, text: table.name }))
-      .filter(({ ord, text }) => !withTrigger.has(ord) && !unresolvedTexts.has(text))
+      .filter(({ ord, text }) => !withTrigger.has(ord) && !reported.has(text))
+    const refusedTables = [...unfenced, ...columnless.map(columnlessTable)]
     const reports = [
       ...problems.map((problem) => ({ table: problem.text, message: problem.message })),
-      ...unfenced.map((table) => ({ table: table.text, message: describe(table) })),
+      ...refusedTables.map((table) => ({ table: table.text, message: describe(table) })),
       ...untriggered.map(({ text }) => ({ table: text, message: untriggeredMessage(text) })),
     ]
     for (const { table, message } of reports) {
       if (!state.reported.has(message)) this.logger.error({ database, table }, message)
     }
     state.reported = new Set(reports.map((report) => report.message))
-    const refused: UnresolvedName[] = [...problems.filter((p) => p.unresolved), ...unfenced]
+    const refused: UnresolvedName[] = [...problems.filter((p) => p.unresolved), ...refusedTables]
     const key = [...refused.map((name) => name.text), '', ...withTrigger].join('\0')
     if (key === state.key) return
     state.key = key
@@ -133,6 +136,18 @@ export class TableNameChecks {
     state.fencing = { rewriter, queryCache: this.queryCacheFor(rewriter) }
   }
 }
+
+/** A configured table without its fence column (not migrated): writes to it are refused. */
+const columnlessTable = (table: ResolvedTable): UnresolvedName => ({
+  text: table.text,
+  schema: table.resolvedSchema,
+  name: table.name,
+  reason: {
+    message: `fenced table ${JSON.stringify(table.text)} has no fence column ${table.column}`,
+    detail: `it is fenced in the config but pgfence migrate has not run since; writes to it through pgfence are refused`,
+    hint: 'run pgfence migrate',
+  },
+})
 
 const untriggeredMessage = (table: string): string =>
   `fenced table ${JSON.stringify(table)} has no up-to-date fence trigger in this database: pgfence checks the writes that name it, but writes by other paths (functions, views, triggers, partitions, direct connections) are not fenced; run pgfence migrate`

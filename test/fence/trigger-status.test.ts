@@ -24,6 +24,7 @@ beforeAll(async () => {
   }
   await installFencing(db.url, fencingConfig({ tables: tables.map((name) => ({ name })) }))
   await admin.query('ALTER TABLE disabled DISABLE TRIGGER pgfence_fence_row')
+  await admin.query(`CREATE TABLE bare (id int PRIMARY KEY, note text)`)
   for (const table of tables) {
     await admin.query(`INSERT INTO ${table} (id, note, fencing_token) VALUES (1, 'held', 100)`)
   }
@@ -42,7 +43,12 @@ describe('fence triggers, checked per database', () => {
   beforeAll(async () => {
     // `strict` is migrated with requireToken on; the config now says off: its trigger is stale.
     const fencing: ConfigOverrides['fencing'] = {
-      tables: [{ name: 'ledger' }, { name: 'disabled' }, { name: 'strict', requireToken: false }],
+      tables: [
+        { name: 'ledger' },
+        { name: 'disabled' },
+        { name: 'strict', requireToken: false },
+        { name: 'bare' },
+      ],
     }
     proxy = await startTestProxy({ fencing }, db.url, { logger: capturingLogger(logs) })
     client = new pg.Client({ connectionString: proxy.url() })
@@ -84,7 +90,29 @@ describe('fence triggers, checked per database', () => {
     },
   )
 
+  test('a table added to the config but never migrated: writes to it are refused (PF501)', async () => {
+    const err = await client.query("UPDATE bare SET note = 'x' WHERE id = 1").then(
+      () => null,
+      (e: pg.DatabaseError) => e,
+    )
+    expect(err).toMatchObject({
+      code: 'PF501',
+      message: 'fenced table "bare" has no fence column fencing_token',
+      hint: 'run pgfence migrate',
+    })
+    expect(await sqlstateOf(client.query('SELECT * FROM bare'))).toBe('ok')
+    const errors = logs.filter((r) => r.level === 50 && r.table === 'bare')
+    expect(errors).toEqual([
+      expect.objectContaining({
+        msg: expect.stringMatching(
+          /^fenced table "bare" has no fence column fencing_token: .*run pgfence migrate$/,
+        ),
+      }),
+    ])
+  })
+
   test('no other table is logged', () => {
-    expect(logs.filter((r) => r.level === 50).map((r) => r.table)).not.toContain('ledger')
+    const logged = logs.filter((r) => r.level === 50).map((r) => r.table)
+    expect(logged.sort()).toEqual(['bare', 'disabled', 'strict'])
   })
 })
