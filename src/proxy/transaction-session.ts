@@ -35,6 +35,7 @@ export interface TransactionSessionOptions {
 /** The messages that run statements: logged under pgfence.maintenance. */
 const loggedTypes = new Set<number>([Frontend.Query, Frontend.Parse, Frontend.Bind])
 
+const NOTHING = Buffer.alloc(0)
 const PARSE_COMPLETE = 0x31
 const CLOSE_COMPLETE = 0x33
 /** An expected ParseComplete/CloseComplete (true: pgfence's own, dropped), or a Sync. */
@@ -87,7 +88,8 @@ export class TransactionSession {
   private readonly statements = new Map<string, Buffer>()
   private readonly settings: Map<string, string>
   private settled: Promise<void> = Promise.resolve()
-  private serverBuffered = Buffer.alloc(0)
+  /** A server message split across reads (a copy: the read buffer is reused). */
+  private serverBuffered = NOTHING
   private readonly framer: MessageFramer
   private readonly client: ClientConnection['socket']
   /** Transactions ended so far (server connection given back). */
@@ -348,7 +350,9 @@ export class TransactionSession {
 
   private fromServer(chunk: Buffer): boolean {
     if (this.ended) return true
-    let buffered = this.serverBuffered.length ? Buffer.concat([this.serverBuffered, chunk]) : chunk
+    const buffered = this.serverBuffered.length
+      ? Buffer.concat([this.serverBuffered, chunk])
+      : chunk
     const out: Buffer[] = []
     let pos = 0
     let release = false
@@ -363,8 +367,7 @@ export class TransactionSession {
       if (message[0] === Backend.ReadyForQuery && this.outstanding === 0 && message[5] === 0x49)
         release = true
     }
-    buffered = buffered.subarray(pos)
-    this.serverBuffered = Buffer.from(buffered)
+    this.serverBuffered = pos < buffered.length ? Buffer.from(buffered.subarray(pos)) : NOTHING
     if (out.length > 0)
       this.client.write(out.length === 1 ? Buffer.from(out[0]!) : Buffer.concat(out))
     if (release) this.releaseServer()
