@@ -10,7 +10,8 @@
 # Table 3 (TLS, BENCH_TLS=1): pgbench -S against a throwaway PostgreSQL with ssl=on, through
 # PgBouncer with server_tls_sslmode=require and pgfence with upstream.tls: require; then with TLS
 # from pgbench too (sslmode=require; PgBouncer client_tls_sslmode=require, pgfence's tls section).
-# BENCH_ONLY=tls runs only table 3, BENCH_ONLY=fenced only table 2.
+# BENCH_ONLY=tls runs only table 3; BENCH_ONLY=transaction only the transaction-pool table;
+# BENCH_ONLY=fenced only table 2.
 # Measurements are interleaved (each round visits every mode and target) and each cell is the
 # median over the rounds. Each measurement first runs BENCH_WARMUP seconds unmeasured: every new
 # client connection through a session-mode proxy (or directly) gets a new PostgreSQL backend,
@@ -219,6 +220,12 @@ main() {
     return
   fi
   prepare_database
+  if [[ $BENCH_ONLY == transaction ]]; then
+    start_transaction_targets
+    run_pooled transaction "$PGBOUNCER_TRANSACTION_PORT" "$PGFENCE_TRANSACTION_PORT"
+    print_transaction
+    return
+  fi
   if [[ $BENCH_ONLY == fenced ]]; then
     start_passthrough_pgfence
     start_fenced_pgfence
@@ -241,14 +248,7 @@ main() {
   log "==> pgfence (session pooling, SCRAM) on 127.0.0.1:$PGFENCE_POOLED_PORT"
   start_pgfence "$PGFENCE_POOLED_PORT" '[]' pgfence-pooled session || PGFENCE_POOLED_PORT=
 
-  PGBOUNCER_TRANSACTION_PORT=$(free_port)
-  log "==> pgbouncer (transaction mode, SCRAM) on 127.0.0.1:$PGBOUNCER_TRANSACTION_PORT"
-  start_pgbouncer "$PGBOUNCER_TRANSACTION_PORT" "$BENCH_DB" transaction scram-sha-256
-
-  PGFENCE_TRANSACTION_PORT=$(free_port)
-  log "==> pgfence (transaction pooling, SCRAM) on 127.0.0.1:$PGFENCE_TRANSACTION_PORT"
-  start_pgfence "$PGFENCE_TRANSACTION_PORT" '[]' pgfence-transaction transaction ||
-    PGFENCE_TRANSACTION_PORT=
+  start_transaction_targets
 
   PGFENCE_FENCED_PORT=
   if [[ $BENCH_FENCED == 1 ]]; then start_fenced_pgfence; fi
@@ -267,9 +267,7 @@ main() {
   printf '\npgbench -S through session pools (SCRAM clients; -C: a connection per transaction), %s clients, median TPS\n' \
     "$BENCH_CLIENTS"
   summarize pooled 'direct pgbouncer pgfence' 'pgfence/pgbouncer'
-  printf '\npgbench -S through transaction pools (SCRAM clients, pool size 20; -C: a connection per transaction), %s clients, median TPS\n' \
-    "$BENCH_CLIENTS"
-  summarize transaction 'pgbouncer pgfence' 'pgfence/pgbouncer'
+  print_transaction
   if [[ $BENCH_FENCED == 1 ]]; then print_fenced; fi
   if [[ $BENCH_TLS == 1 ]]; then print_tls; fi
 }
@@ -284,6 +282,24 @@ print_fenced() {
   printf '\nUPDATE pgbench_accounts (token by SET or comment), %s clients, %s x %ss after %ss warm-up, median TPS\n' \
     "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"
   summarize fenced 'unfenced fenced' 'fenced/unfenced'
+}
+
+# PgBouncer and pgfence pooling in transaction mode, both with SCRAM clients.
+start_transaction_targets() {
+  PGBOUNCER_TRANSACTION_PORT=$(free_port)
+  log "==> pgbouncer (transaction mode, SCRAM) on 127.0.0.1:$PGBOUNCER_TRANSACTION_PORT"
+  start_pgbouncer "$PGBOUNCER_TRANSACTION_PORT" "$BENCH_DB" transaction scram-sha-256
+
+  PGFENCE_TRANSACTION_PORT=$(free_port)
+  log "==> pgfence (transaction pooling, SCRAM) on 127.0.0.1:$PGFENCE_TRANSACTION_PORT"
+  start_pgfence "$PGFENCE_TRANSACTION_PORT" '[]' pgfence-transaction transaction ||
+    PGFENCE_TRANSACTION_PORT=
+}
+
+print_transaction() {
+  printf '\npgbench -S through transaction pools (SCRAM clients, pool size 20; -C: a connection per transaction), %s clients, %s x %ss after %ss warm-up, median TPS\n' \
+    "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"
+  summarize transaction 'pgbouncer pgfence' 'pgfence/pgbouncer'
 }
 
 print_tls() {

@@ -93,6 +93,14 @@ export class Pool {
     return this.enqueue()
   }
 
+  /**
+   * An idle connection now, or null (none idle, or clients queue first): transaction pooling
+   * takes one per transaction, so the common case costs no promise.
+   */
+  checkoutIdle(): ServerConnection | null {
+    return this.waiters.length === 0 ? this.takeIdle() : null
+  }
+
   /** Every server connection is lent: the client queues (FIFO) until one comes back. */
   private enqueue(): Promise<ServerConnection> {
     return new Promise((resolve, reject) => {
@@ -122,7 +130,14 @@ export class Pool {
    */
   async release(connection: ServerConnection, reset: (c: ServerConnection) => Promise<boolean>) {
     const reusable = connection.alive && !this.expired(connection) && (await reset(connection))
-    if (!reusable || this.closed) return this.discard(connection)
+    if (!reusable) return this.discard(connection)
+    this.checkin(connection)
+  }
+
+  /** A connection that needs no reset comes back, at once: to the next waiter, else idle. */
+  checkin(connection: ServerConnection): void {
+    if (!connection.alive || this.expired(connection) || this.closed)
+      return this.discard(connection)
     const waiter = this.waiters.shift()
     if (waiter) {
       clearTimeout(waiter.timer)
@@ -197,7 +212,7 @@ export class Pool {
     const missing = Math.min(this.config.minIdle - this.idle.length, this.config.size - this.count)
     for (let i = 0; i < missing && this.credentials; i++) {
       this.openOne().then(
-        (connection) => void this.release(connection, async () => true),
+        (connection) => this.checkin(connection),
         (err) =>
           this.log.warn(
             { err: (err as Error).message },

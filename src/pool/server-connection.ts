@@ -36,11 +36,16 @@ export class ServerConnection {
   /** Transaction mode: the Parse message each named statement here was made from. */
   readonly prepared = new Map<string, Buffer>()
   private receiver: ServerBytesHandler
+  /** The holder's own reaction to the server closing (one listener for the connection's life). */
+  private onClose: (() => void) | null = null
   private queue = new MessageQueue(typedMessageLength(MAX_DRIVEN_MESSAGE))
 
   private constructor(readonly socket: UpstreamSocket) {
     this.receiver = this.toQueue
-    socket.on('close', () => this.queue.fail(new PgError('08006', 'server closed the connection')))
+    socket.on('close', () => {
+      this.queue.fail(new PgError('08006', 'server closed the connection'))
+      this.onClose?.()
+    })
     socket.on('error', () => {})
   }
 
@@ -74,14 +79,16 @@ export class ServerConnection {
     return !this.socket.destroyed && this.socket.readyState === 'open'
   }
 
-  /** Hands the server's bytes to a client's session. */
-  attach(receiver: ServerBytesHandler): void {
+  /** Hands the server's bytes to a client's session, and tells it if the server closes. */
+  attach(receiver: ServerBytesHandler, onClose: (() => void) | null = null): void {
     this.receiver = receiver
+    this.onClose = onClose
   }
 
   /** Takes the server's bytes back from a session. */
   detach(): void {
     this.receiver = this.toQueue
+    this.onClose = null
     this.queue = new MessageQueue(typedMessageLength(MAX_DRIVEN_MESSAGE))
     this.socket.resume()
   }

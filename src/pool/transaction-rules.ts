@@ -1,4 +1,5 @@
 import { tokenize } from '../rewrite/lexer.js'
+import { Lru } from '../rewrite/lru.js'
 
 /** What a statement means for transaction pooling, read from its words (never literals). */
 export interface StatementEffects {
@@ -23,7 +24,33 @@ const SETTING_WORDS = new Set(['set', 'reset', 'discard', 'set_config'])
 const sequence = (words: string[], at: number, ...expected: string[]) =>
   expected.every((word, i) => words[at + i] === word)
 
-export function statementEffects(sql: string): StatementEffects {
+const NO_EFFECTS: Readonly<StatementEffects> = {
+  refused: null,
+  touchesSettings: false,
+  forgets: null,
+  prepares: null,
+}
+/**
+ * Every rule below starts from one of these words (ASCII case folded, as the lexer's words
+ * are): a text without any of them has no effects, and is not lexed.
+ */
+const RULE_WORDS = /set|discard|listen|advisory|declare|create|deallocate|prepare/i
+/** Clients repeat their statements: each text is lexed once (shared by every pool's sessions). */
+const cache = new Lru<Readonly<StatementEffects>>(4096)
+/** Longer texts are lexed each time rather than held. */
+const MAX_CACHED_TEXT = 16 * 1024
+
+export function statementEffects(sql: string): Readonly<StatementEffects> {
+  if (!RULE_WORDS.test(sql)) return NO_EFFECTS
+  let effects = cache.get(sql)
+  if (effects === undefined) {
+    effects = lexedEffects(sql)
+    if (sql.length <= MAX_CACHED_TEXT) cache.set(sql, effects)
+  }
+  return effects
+}
+
+function lexedEffects(sql: string): StatementEffects {
   const words = tokenize(sql)
     .filter(
       (token) => token.kind === 'word' || (token.kind === 'other' && sql[token.start] === ';'),

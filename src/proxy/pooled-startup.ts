@@ -80,7 +80,7 @@ export async function startPooledClient(
     pool.useCredentials(upstreamCredentials)
     const server = await pool.checkout()
     if (socket.destroyed) {
-      void pool.release(server, async () => true)
+      pool.checkin(server)
       throw new Error('client left while waiting for a server connection')
     }
     // Before the greeting, so that the client's first statement meets the check's outcome.
@@ -88,7 +88,7 @@ export async function startPooledClient(
     const parameters = greetingParameters(server.parameters, settings)
     const refusal = fencing() && nonConformingStrings(scs(parameters))
     if (refusal) {
-      void pool.release(server, async () => true)
+      pool.checkin(server)
       throw refusal
     }
     const held = { server: keepServer ? server : null }
@@ -97,7 +97,7 @@ export async function startPooledClient(
     socket.write(welcome(parameters, cancelKey))
     const pooled = { pool, server, held, settings, cancelKey, leftover: queue.leftover }
     if (!keepServer) {
-      void pool.release(server, async () => true)
+      pool.checkin(server)
       return pooled
     }
     try {

@@ -35,10 +35,18 @@ export interface TransactionSessionOptions {
 /** The messages that run statements: logged under pgfence.maintenance. */
 const loggedTypes = new Set<number>([Frontend.Query, Frontend.Parse, Frontend.Bind])
 
+const NOTHING = Buffer.alloc(0)
 const PARSE_COMPLETE = 0x31
 const CLOSE_COMPLETE = 0x33
 /** An expected ParseComplete/CloseComplete (true: pgfence's own, dropped), or a Sync. */
 type Expected = boolean | 'sync'
+
+/** Whether a connection already has exactly the client's settings (then nothing is replayed). */
+function sameSettings(server: Map<string, string>, client: Map<string, string>): boolean {
+  if (server.size !== client.size) return false
+  for (const [name, value] of client) if (server.get(name) !== value) return false
+  return true
+}
 
 const literal = (text: string) => `'${text.replaceAll("'", "''")}'`
 
@@ -64,7 +72,15 @@ export class TransactionSession {
   private ended = false
   private server: ServerConnection | null = null
   private checkingOut = false
+  /** Settings are being read back from the last connection: the next one waits for them. */
+  private settling = false
+  /** Copies of messages that arrived while no server connection was held. */
   private readonly waiting: Buffer[] = []
+  /**
+   * Messages for the held connection, written together once the client's chunk is framed: one
+   * write per batch, not per message. They may be views of the client's reused read buffer.
+   */
+  private readonly batch: Buffer[] = []
   private outstanding = 0
   private swallowReady = 0
   private expected: Expected[] = []
@@ -72,7 +88,8 @@ export class TransactionSession {
   private readonly statements = new Map<string, Buffer>()
   private readonly settings: Map<string, string>
   private settled: Promise<void> = Promise.resolve()
-  private serverBuffered = Buffer.alloc(0)
+  /** A server message split across reads (a copy: the read buffer is reused). */
+  private serverBuffered = NOTHING
   private readonly framer: MessageFramer
   private readonly client: ClientConnection['socket']
   /** Transactions ended so far (server connection given back). */
@@ -94,7 +111,7 @@ export class TransactionSession {
     this.framer = new MessageFramer(
       {
         forward: () => {},
-        intercept: (message) => this.fromClient(Buffer.from(message)),
+        intercept: (message) => this.fromClient(message),
         fail: (error) => this.fail(error),
       },
       options.live.current.limits.maxMessageBytes,
@@ -103,7 +120,11 @@ export class TransactionSession {
   }
 
   start(leftover: Buffer): void {
-    this.connection.setReceiver((chunk) => (this.framer.push(chunk), true))
+    this.connection.setReceiver((chunk) => {
+      this.framer.push(chunk)
+      this.flush()
+      return true
+    })
     this.client.on('close', () => this.finish())
     this.client.on('error', () => {})
     if (leftover.length > 0) this.framer.push(leftover)
@@ -146,6 +167,7 @@ export class TransactionSession {
     this.finish()
   }
 
+  /** One whole client message: a view valid only until the chunk it came in is framed. */
   private fromClient(message: Buffer): void {
     if (this.ended) return
     if (message[0] === Frontend.Terminate) return this.finish()
@@ -154,9 +176,16 @@ export class TransactionSession {
       const idle = !this.server && !this.checkingOut && this.outstanding === 0
       this.maintenance.observe(message, idle)
     }
+    if (!this.server && !this.checkingOut && !this.settling) this.checkoutIdle()
     if (this.server && !this.checkingOut) return this.send(message)
-    this.waiting.push(message)
+    this.waiting.push(Buffer.from(message))
     if (!this.checkingOut) void this.checkout()
+  }
+
+  /** Takes an idle connection at once when the pool has one (no promise on the common path). */
+  private checkoutIdle(): void {
+    const server = this.options.pool.checkoutIdle()
+    if (server) this.hold(server)
   }
 
   private async checkout(): Promise<void> {
@@ -168,21 +197,26 @@ export class TransactionSession {
     } catch (err) {
       return this.fail(err instanceof PgError ? err : new PgError('08006', String(err)))
     }
-    if (this.ended) return void this.options.pool.release(server, async () => true)
+    if (this.ended) return this.options.pool.checkin(server)
+    this.hold(server)
+    this.checkingOut = false
+    for (const message of this.waiting.splice(0)) this.send(message)
+    this.flush()
+  }
+
+  private hold(server: ServerConnection): void {
     this.server = this.options.held.server = server
-    server.attach((chunk) => this.fromServer(chunk))
-    server.socket.on('close', this.serverClosed)
+    server.attach(this.onServerBytes, this.serverClosed)
     const replay = this.replayStatement(server)
     if (replay) {
       this.swallowReady++
-      server.socket.write(query(replay))
+      this.batch.push(query(replay))
     }
-    this.checkingOut = false
-    for (const message of this.waiting.splice(0)) this.send(message)
   }
 
   /** Brings the connection's settings to the client's (RESET ALL when it has others). */
   private replayStatement(server: ServerConnection): string | null {
+    if (sameSettings(server.settings, this.settings)) return null
     const foreign = [...server.settings].some(([name]) => !this.settings.has(name))
     const set = settingsStatement([...this.settings], foreign ? new Map() : server.settings)
     server.settings = new Map(this.settings)
@@ -190,35 +224,45 @@ export class TransactionSession {
     return set ? `RESET ALL; ${set}` : 'RESET ALL'
   }
 
+  /** Writes the batch to the held connection, copied once (its views are of a reused buffer). */
+  private flush(): void {
+    const batch = this.batch
+    if (batch.length === 0 || !this.server) return
+    const bytes = batch.length === 1 ? Buffer.from(batch[0]!) : Buffer.concat(batch)
+    batch.length = 0
+    this.server.socket.write(bytes)
+  }
+
   private send(message: Buffer): void {
     const server = this.server!
-    const out: Buffer[] = []
     switch (message[0]) {
       case Frontend.Query:
         this.outstanding++
-        out.push(this.statement(message, 5, out))
+        this.batch.push(this.statement(message, 5))
         break
       case Frontend.Parse: {
         const name = readCString(message, 5)?.text ?? ''
-        const parse = this.statement(message, 5 + Buffer.byteLength(name) + 1, out)
+        const parse = this.statement(message, 5 + Buffer.byteLength(name) + 1)
         if (name !== '') {
-          this.statements.set(name, parse)
-          if (server.prepared.has(name)) this.inject(out, closeStatement(name))
-          server.prepared.set(name, parse)
+          // Kept beyond this chunk: a copy, not a view of the read buffer.
+          const kept = parse === message ? Buffer.from(parse) : parse
+          this.statements.set(name, kept)
+          if (server.prepared.has(name)) this.inject(closeStatement(name))
+          server.prepared.set(name, kept)
         }
         this.expected.push(false)
-        out.push(parse)
+        this.batch.push(parse)
         break
       }
       case Frontend.Bind: {
         const portal = readCString(message, 5)
-        this.ensurePrepared(out, portal ? readCString(message, portal.next)?.text : undefined)
-        out.push(message)
+        this.ensurePrepared(portal ? readCString(message, portal.next)?.text : undefined)
+        this.batch.push(message)
         break
       }
       case Frontend.Describe:
-        if (message[5] === 0x53) this.ensurePrepared(out, readCString(message, 6)?.text)
-        out.push(message)
+        if (message[5] === 0x53) this.ensurePrepared(readCString(message, 6)?.text)
+        this.batch.push(message)
         break
       case Frontend.Close:
         if (message[5] === 0x53) {
@@ -227,57 +271,62 @@ export class TransactionSession {
           server.prepared.delete(name)
         }
         this.expected.push(false)
-        out.push(message)
+        this.batch.push(message)
         break
       case Frontend.Sync:
       case Frontend.FunctionCall:
         this.outstanding++
         if (message[0] === Frontend.Sync) this.expected.push('sync')
-        out.push(message)
+        this.batch.push(message)
         break
       default:
-        out.push(message)
+        this.batch.push(message)
     }
-    server.socket.write(out.length === 1 ? out[0]! : Buffer.concat(out))
   }
 
   /** pgfence's own Close or Parse, whose completion the client must not see. */
-  private inject(out: Buffer[], message: Buffer): void {
+  private inject(message: Buffer): void {
     this.expected.push(true)
-    out.push(message)
+    this.batch.push(message)
   }
 
   /** Another client's statement of this name on the connection is closed first. */
-  private closeForeign(out: Buffer[], name: string): void {
+  private closeForeign(name: string): void {
     const server = this.server!
     const theirs = server.prepared.get(name)
     if (!theirs || theirs === this.statements.get(name)) return
-    this.inject(out, closeStatement(name))
+    this.inject(closeStatement(name))
     server.prepared.delete(name)
   }
 
   /** A named statement the connection lacks (or holds another client's version of) is re-made. */
-  private ensurePrepared(out: Buffer[], name: string | undefined): void {
+  private ensurePrepared(name: string | undefined): void {
     if (!name) return
     const server = this.server!
     const mine = this.statements.get(name)
     const theirs = server.prepared.get(name)
     if (theirs === mine) return
-    if (theirs) this.inject(out, closeStatement(name))
+    if (theirs && mine?.equals(theirs)) {
+      // Another client's Parse of the same bytes made the same statement: use it, and compare
+      // by identity from now on.
+      this.statements.set(name, theirs)
+      return
+    }
+    if (theirs) this.inject(closeStatement(name))
     server.prepared.delete(name)
     if (!mine) return
-    this.inject(out, mine)
+    this.inject(mine)
     server.prepared.set(name, mine)
   }
 
   /** The Query or Parse to send: refused, or rewritten for fencing; its effects noted. */
-  private statement(message: Buffer, textAt: number, out: Buffer[]): Buffer {
+  private statement(message: Buffer, textAt: number): Buffer {
     const end = message.indexOf(0, textAt)
     const bytes = message.subarray(textAt, end < 0 ? message.length : end)
     const effects = statementEffects(bytes.toString(encodingOf(bytes)))
     this.touched ||= effects.touchesSettings
     // SQL PREPARE shares the protocol's namespace: another client's statement of the name goes.
-    if (effects.prepares) this.closeForeign(out, effects.prepares)
+    if (effects.prepares) this.closeForeign(effects.prepares)
     if (effects.forgets === 'all') this.statements.clear()
     else if (effects.forgets) this.statements.delete(effects.forgets)
     if (effects.forgets) this.server!.prepared.clear()
@@ -297,9 +346,13 @@ export class TransactionSession {
     )
   }
 
+  private readonly onServerBytes = (chunk: Buffer): boolean => this.fromServer(chunk)
+
   private fromServer(chunk: Buffer): boolean {
     if (this.ended) return true
-    let buffered = this.serverBuffered.length ? Buffer.concat([this.serverBuffered, chunk]) : chunk
+    const buffered = this.serverBuffered.length
+      ? Buffer.concat([this.serverBuffered, chunk])
+      : chunk
     const out: Buffer[] = []
     let pos = 0
     let release = false
@@ -314,8 +367,7 @@ export class TransactionSession {
       if (message[0] === Backend.ReadyForQuery && this.outstanding === 0 && message[5] === 0x49)
         release = true
     }
-    buffered = buffered.subarray(pos)
-    this.serverBuffered = Buffer.from(buffered)
+    this.serverBuffered = pos < buffered.length ? Buffer.from(buffered.subarray(pos)) : NOTHING
     if (out.length > 0)
       this.client.write(out.length === 1 ? Buffer.from(out[0]!) : Buffer.concat(out))
     if (release) this.releaseServer()
@@ -357,14 +409,13 @@ export class TransactionSession {
   private releaseServer(): void {
     const server = this.server!
     this.server = this.options.held.server = null
-    server.socket.off('close', this.serverClosed)
     server.detach()
-    const pool = this.options.pool
     if (!this.touched) {
-      void pool.release(server, async () => true)
+      this.options.pool.checkin(server)
     } else {
       this.touched = false
-      this.settled = this.readSettings(server)
+      this.settling = true
+      this.settled = this.readSettings(server).finally(() => (this.settling = false))
     }
     this.transactions++
     if (this.closingWhenIdle && this.waiting.length === 0)
@@ -384,7 +435,7 @@ export class TransactionSession {
         else this.settings.set(name, value)
       })
       server.settings = new Map()
-      void this.options.pool.release(server, async () => true)
+      this.options.pool.checkin(server)
     } catch (err) {
       this.options.logger.warn({ err: (err as Error).message }, 'could not read session settings')
       void this.options.pool.release(server, (s) => s.reset(true, this.options.resetTimeoutMs))
@@ -405,8 +456,8 @@ export class TransactionSession {
     this.ended = true
     const server = this.server
     if (server) {
+      this.flush()
       this.server = this.options.held.server = null
-      server.socket.off('close', this.serverClosed)
       server.detach()
       const resetTimeoutMs = this.options.resetTimeoutMs
       void this.options.pool.release(server, (s) => s.reset(true, resetTimeoutMs))

@@ -31,4 +31,18 @@ describe('what transaction pooling reads from a statement', () => {
     expect(statementEffects('DEALLOCATE PREPARE s1').forgets).toBe('s1')
     expect(statementEffects('DEALLOCATE ALL').forgets).toBe('all')
   })
+
+  test('the words are found in any case, whether the text is new or seen before', () => {
+    for (let seen = 0; seen < 2; seen++) {
+      expect(statementEffects('SeT app.fencing_token = 1').touchesSettings).toBe(true)
+      expect(statementEffects('Listen jobs').refused).toBe('LISTEN')
+      expect(statementEffects('pRePaRe q AS SELECT 1').prepares).toBe('q')
+      expect(statementEffects('SELECT abalance FROM pgbench_accounts WHERE aid = 1')).toEqual({
+        refused: null,
+        touchesSettings: false,
+        forgets: null,
+        prepares: null,
+      })
+    }
+  })
 })
