@@ -14,6 +14,12 @@ interface Pair {
   server?: net.Socket
 }
 
+/** A chunk on its way to one socket, and when it may be written. */
+interface Pending {
+  chunk: Buffer
+  due: number
+}
+
 /**
  * A TCP relay between pgfence and the real PostgreSQL, in the test's own process, that injects
  * the failures of a network or a server in the path: the faults the proxy must survive.
@@ -22,6 +28,8 @@ export class FaultRelay {
   private mode: FaultMode = 'pass'
   private delayMs = 0
   private readonly pairs = new Set<Pair>()
+  /** Chunks not written yet, per destination, in the order they came (as TCP keeps them). */
+  private readonly queues = new Map<net.Socket, Pending[]>()
 
   private constructor(
     private readonly server: net.Server,
@@ -88,10 +96,31 @@ export class FaultRelay {
     server.on('data', (chunk: Buffer) => this.forward(chunk, pair.client))
   }
 
+  /**
+   * Forwards a chunk, `delayMs` late in delay mode. A chunk never overtakes one still delayed
+   * on the same connection, whatever the mode is now: the relay delays bytes, as a slow network
+   * does, but never reorders them.
+   */
   private forward(chunk: Buffer, to: net.Socket): void {
     if (this.mode === 'freeze') return
-    if (this.mode === 'delay') setTimeout(() => to.destroyed || to.write(chunk), this.delayMs)
-    else if (!to.destroyed) to.write(chunk)
+    const delayMs = this.mode === 'delay' ? this.delayMs : 0
+    const queue = this.queues.get(to)
+    const pending = { chunk, due: performance.now() + delayMs }
+    if (queue) return void queue.push(pending)
+    this.queues.set(to, [pending])
+    this.drain(to)
+  }
+
+  /** Writes the due chunks of one destination in order; waits for the next one's time. */
+  private drain(to: net.Socket): void {
+    const queue = this.queues.get(to)!
+    while (queue.length > 0) {
+      const wait = queue[0]!.due - performance.now()
+      if (wait > 0) return void setTimeout(() => this.drain(to), wait)
+      const { chunk } = queue.shift()!
+      if (!to.destroyed) to.write(chunk)
+    }
+    this.queues.delete(to)
   }
 
   private reset(pair: Pair): void {
