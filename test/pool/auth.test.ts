@@ -1,11 +1,10 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { writeFileSync } from 'node:fs'
 import pg from 'pg'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { authUsers, startAuthCluster, type AuthCluster } from '../support/auth-cluster.js'
 import { currentUserAt } from '../support/clients.js'
+import { scratchFile } from '../support/pool-auth.js'
 import { startTestProxy, type TestProxy } from '../support/proxy.js'
 import { pgBin, runCommand } from '../e2e/support/commands.js'
 
@@ -23,7 +22,7 @@ async function writeUserlist(): Promise<string> {
   await client.end()
   const lines = rows.map((row) => `"${row.rolname}" "${row.rolpassword}"`)
   lines.push(`"${authUsers.trust.user}" "trust-secret"`)
-  const file = join(mkdtempSync(join(tmpdir(), 'pgfence-userlist-')), 'userlist.txt')
+  const file = scratchFile('userlist.txt')
   writeFileSync(file, lines.join('\n') + '\n')
   return file
 }

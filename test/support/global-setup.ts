@@ -1,4 +1,7 @@
 import { execFileSync } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { TestProject } from 'vitest/node'
 import { findPostgres, findRedis } from './services.js'
@@ -13,6 +16,8 @@ declare module 'vitest' {
     redisUrl: string
     /** The built CLI (`dist/cli/main.js`), compiled from the current sources for this run. */
     cliPath: string
+    /** A directory for the run's files (userlists...), removed when the run ends. */
+    scratchDir: string
   }
 }
 
@@ -32,7 +37,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const redis = await findRedis()
   project.provide('postgresUrl', postgres.url)
   project.provide('redisUrl', redis?.url ?? '')
+  const scratchDir = mkdtempSync(join(tmpdir(), 'pgfence-test-'))
+  project.provide('scratchDir', scratchDir)
   return async () => {
+    rmSync(scratchDir, { recursive: true, force: true })
     await redis?.stop()
     await postgres.stop()
   }
