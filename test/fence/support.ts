@@ -3,10 +3,11 @@ import { parseConfig } from '../../src/config/load.js'
 import type { FencingConfig } from '../../src/config/schema.js'
 import { createRewriter, type FencingRewriter } from '../../src/rewrite/rewriter.js'
 import { installSql } from '../../src/schema/install.js'
+import type { ConfigOverrides } from '../support/proxy.js'
 export { sqlstateOf } from '../support/sqlstate.js'
 
 /** A fencing config with the given `fencing` section (defaults for the rest). */
-export function fencingConfig(fencing: Partial<FencingConfig> = {}): FencingConfig {
+export function fencingConfig(fencing: ConfigOverrides['fencing'] = {}): FencingConfig {
   return parseConfig({ fencing }).fencing
 }
 
