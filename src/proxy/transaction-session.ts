@@ -5,14 +5,16 @@ import type { Pool } from '../pool/pool.js'
 import type { ServerConnection } from '../pool/server-connection.js'
 import { settingsStatement } from '../pool/startup-settings.js'
 import { statementEffects } from '../pool/transaction-rules.js'
+import { readBackendKey, type BackendKey } from '../server/cancel-forwarder.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
-import { query, readCString, typedMessage } from '../wire/messages.js'
+import { backendKeyData, query, readCString, typedMessage } from '../wire/messages.js'
 import { Backend, Frontend, FRONTEND_TYPES, HEADER_BYTES } from '../wire/protocol.js'
 import { cutError, type CutReason } from './cut-outcome.js'
 import type { PooledClient, PoolingContext } from './pooled-startup.js'
 import type { SettingsHolder } from './live-settings.js'
 import { MaintenanceLog } from './maintenance-log.js'
+import { RequestTracker, type RequestProgress } from './request-progress.js'
 import { onServerError, parameterRefusal, type OnRejection } from './server-notices.js'
 import type { SessionState } from './session.js'
 import { encodingOf, interceptStatement } from './statement-interceptor.js'
@@ -30,6 +32,8 @@ export interface TransactionSessionOptions {
   /** The server connection the client holds now, for its cancel requests. */
   held: { server: ServerConnection | null }
   onRejection: OnRejection
+  /** Cancels what a backend runs (when pgfence cuts a client off mid-statement). */
+  cancelBackend(key: BackendKey): Promise<void>
 }
 
 /** The messages that run statements: logged under pgfence.maintenance. */
@@ -99,6 +103,8 @@ export class TransactionSession {
   /** Transaction pooling is relayed in JavaScript. */
   readonly relayedNatively = false
   private readonly maintenance: MaintenanceLog
+  /** The client's requests as the client sees them, for the query and idle timeouts. */
+  private readonly requests = new RequestTracker()
 
   constructor(
     private readonly connection: ClientConnection,
@@ -131,9 +137,12 @@ export class TransactionSession {
     this.client.resume()
   }
 
-  /** Timeouts do not watch transaction-mode sessions yet (see README). */
-  progress(): null {
-    return null
+  /**
+   * Where the client's requests stand while it holds a server connection (the timeouts'
+   * clock); null between transactions and while it waits for one (pool.waitTimeoutMs then).
+   */
+  progress(): RequestProgress | null {
+    return this.ended || !this.server ? null : this.requests.snapshot()
   }
 
   state(): SessionState {
@@ -157,9 +166,24 @@ export class TransactionSession {
     if (this.state().idle) this.terminate(error)
   }
 
-  /** Ends the session on pgfence's own account (shutdown). */
+  /**
+   * Ends the session on pgfence's own account (shutdown, a timeout): the client learns what
+   * became of its transaction; a backend still running the client's statement is cancelled and
+   * its connection closed, never lent again.
+   */
   async cut(reason: CutReason): Promise<void> {
-    this.terminate(cutError(reason, null))
+    if (this.ended) return
+    const progress = this.progress()
+    const error = cutError(reason, progress)
+    this.options.logger.warn({ reason, code: error.code, ...progress }, 'ending session')
+    const server = this.server
+    const busy = server !== null && progress !== null && progress.outstanding > 0
+    const key = busy ? readBackendKey(backendKeyData(server.backendKey)) : null
+    const cancelled = key ? this.options.cancelBackend(key) : undefined
+    // The client is at a message boundary: the server's messages reach it whole.
+    if (this.client.writable) this.client.write(error.encode())
+    this.finish(!busy)
+    await cancelled
   }
 
   terminate(error?: PgError): void {
@@ -171,6 +195,7 @@ export class TransactionSession {
   private fromClient(message: Buffer): void {
     if (this.ended) return
     if (message[0] === Frontend.Terminate) return this.finish()
+    this.requests.clientMessage(message, 0, message.length)
     if (loggedTypes.has(message[0]!)) {
       // Between transactions the client holds no server connection and nothing is in flight.
       const idle = !this.server && !this.checkingOut && this.outstanding === 0
@@ -206,6 +231,8 @@ export class TransactionSession {
 
   private hold(server: ServerConnection): void {
     this.server = this.options.held.server = server
+    // The query timeout counts from here: waiting for the connection has a timeout of its own.
+    this.requests.serverBytes()
     server.attach(this.onServerBytes, this.serverClosed)
     const replay = this.replayStatement(server)
     if (replay) {
@@ -350,6 +377,7 @@ export class TransactionSession {
 
   private fromServer(chunk: Buffer): boolean {
     if (this.ended) return true
+    this.requests.serverBytes()
     const buffered = this.serverBuffered.length
       ? Buffer.concat([this.serverBuffered, chunk])
       : chunk
@@ -389,6 +417,7 @@ export class TransactionSession {
     } else if (type === Backend.ReadyForQuery) {
       this.outstanding--
       if (this.expected[0] === 'sync') this.expected.shift()
+      this.requests.readyForQuery(message[5]!)
     }
     return true
   }
@@ -451,16 +480,20 @@ export class TransactionSession {
     this.finish()
   }
 
-  private finish(): void {
+  /**
+   * Ends the session; a connection held goes back reset, or is closed when not `reusable` (its
+   * backend may still be running the client's statement).
+   */
+  private finish(reusable = true): void {
     if (this.ended) return
     this.ended = true
     const server = this.server
     if (server) {
-      this.flush()
+      if (reusable) this.flush()
       this.server = this.options.held.server = null
       server.detach()
       const resetTimeoutMs = this.options.resetTimeoutMs
-      void this.options.pool.release(server, (s) => s.reset(true, resetTimeoutMs))
+      void this.options.pool.release(server, async (s) => reusable && s.reset(true, resetTimeoutMs))
     }
     this.client.end()
     this.client.destroySoon()
@@ -474,7 +507,12 @@ export function startTransactionSession(
   pooled: PooledClient,
   context: PoolingContext,
   config: Config,
-  options: { settings: SettingsHolder; logger: Logger; onRejection: OnRejection },
+  options: {
+    settings: SettingsHolder
+    logger: Logger
+    onRejection: OnRejection
+    cancelBackend(key: BackendKey): Promise<void>
+  },
 ): TransactionSession {
   const { setting, resourceSetting } = config.fencing
   const tracked = new Set([setting, resourceSetting, 'application_name'])
@@ -488,6 +526,7 @@ export function startTransactionSession(
     resetTimeoutMs: context.resetTimeoutMs,
     held: pooled.held,
     onRejection: options.onRejection,
+    cancelBackend: options.cancelBackend,
   })
   session.closed.then(() => context.cancelKeys.forget(pooled.cancelKey))
   session.start(pooled.leftover)

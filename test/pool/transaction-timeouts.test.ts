@@ -1,0 +1,92 @@
+import pg from 'pg'
+import { afterAll, beforeAll, expect, test } from 'vitest'
+import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { startTestProxy, type TestProxy } from '../support/proxy.js'
+import { sqlstateOf } from '../support/sqlstate.js'
+import { POOL_PASSWORD, writeUserlist } from './support.js'
+
+// limits.queryTimeoutMs and idleTransactionTimeoutMs in transaction mode, over one server
+// connection: whatever a cut client leaves on it is what the next client would get.
+let db: TestDatabase
+let proxy: TestProxy
+
+beforeAll(async () => {
+  db = await createTestDatabase('pool_txn_timeouts')
+  const setup = new pg.Client({ connectionString: db.url })
+  await setup.connect()
+  await setup.query('CREATE TABLE notes (id int)')
+  await setup.end()
+  proxy = await startTestProxy(
+    {
+      pool: { mode: 'transaction', size: 1, waitTimeoutMs: 5000 },
+      auth: { file: writeUserlist() },
+      limits: { queryTimeoutMs: 1500, idleTransactionTimeoutMs: 1500 },
+    },
+    db.url,
+  )
+})
+
+afterAll(async () => {
+  await proxy?.close()
+  await db?.drop()
+})
+
+async function connect(): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: proxy.url('postgres', db.name, POOL_PASSWORD) })
+  client.on('error', () => {})
+  await client.connect()
+  return client
+}
+
+const pidOf = async (client: pg.Client): Promise<number> =>
+  (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid
+
+test('a query that outlives queryTimeoutMs in a transaction: 57014, its backend is not lent again', async () => {
+  const client = await connect()
+  await client.query('BEGIN')
+  const pid = await pidOf(client)
+  expect(await sqlstateOf(client.query('SELECT pg_sleep(30)'))).toBe('57014')
+  const next = await connect()
+  expect(await pidOf(next)).not.toBe(pid)
+  await next.end()
+})
+
+test('outside a transaction block: 08007, the outcome is unknown; the pool serves the next client', async () => {
+  const client = await connect()
+  expect(await sqlstateOf(client.query('SELECT pg_sleep(30)'))).toBe('08007')
+  const next = await connect()
+  expect((await next.query('SELECT 1 AS v')).rows).toEqual([{ v: 1 }])
+  await next.end()
+})
+
+test('idle in a transaction: 25P03, rolled back and reset before the connection is lent again', async () => {
+  const client = await connect()
+  await client.query('BEGIN')
+  await client.query('INSERT INTO notes VALUES (1)')
+  await client.query('SET LOCAL app.fencing_token = 5')
+  const failure = new Promise<string>((resolve) =>
+    client.once('error', (err: Error & { code?: string }) => resolve(err.code ?? '')),
+  )
+  expect(await failure).toBe('25P03')
+  const next = await connect()
+  expect((await next.query('SELECT count(*)::int AS n FROM notes')).rows).toEqual([{ n: 0 }])
+  const token = await next.query(
+    "SELECT coalesce(current_setting('app.fencing_token', true), '') AS v",
+  )
+  expect(token.rows).toEqual([{ v: '' }])
+  await next.end()
+})
+
+test('a client waiting for the connection is not cut by the query timeout', async () => {
+  const holder = await connect()
+  const waiter = await connect()
+  await holder.query('BEGIN')
+  const waited = waiter.query('SELECT 2 AS v')
+  // The holder keeps its transaction busy past the query timeout of the waiter's clock.
+  await holder.query('SELECT pg_sleep(1)')
+  await holder.query('SELECT pg_sleep(1)')
+  await holder.query('COMMIT')
+  expect((await waited).rows).toEqual([{ v: 2 }])
+  await holder.end()
+  await waiter.end()
+})
