@@ -1,7 +1,7 @@
 # Prints one results table from bench/run.sh's TSV lines: table, row, target, tps.
 # Variables: table (which table), targets (space-separated column order),
 # ratios (space-separated "a/b" pairs of targets). Each cell is the median over rounds;
-# a cell with any failed round shows FAIL.
+# a cell with any failed round shows FAIL, one never measured shows -.
 
 function median(list,    values, n, i, j, v) {
   n = split(list, values, " ")
@@ -35,7 +35,7 @@ END {
     for (t = 1; t <= ntargets; t++) {
       key = rows[i] SUBSEP target[t]
       if (!(key in failed) && (key in samples)) { tps[target[t]] = median(samples[key]); printf " %14.0f", tps[target[t]] }
-      else { delete tps[target[t]]; printf " %14s", "FAIL" }
+      else { delete tps[target[t]]; printf " %14s", (key in failed) ? "FAIL" : "-" }
     }
     for (r = 1; r <= nratios; r++) {
       split(ratio[r], pair, "/")
