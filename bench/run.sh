@@ -10,8 +10,8 @@
 # Table 3 (TLS, BENCH_TLS=1): pgbench -S against a throwaway PostgreSQL with ssl=on, through
 # PgBouncer with server_tls_sslmode=require and pgfence with upstream.tls: require; then with TLS
 # from pgbench too (sslmode=require; PgBouncer client_tls_sslmode=require, pgfence's tls section).
-# BENCH_ONLY=tls runs only table 3; BENCH_ONLY=transaction only the transaction-pool table;
-# BENCH_ONLY=fenced only table 2.
+# BENCH_ONLY=tls runs only table 3; BENCH_ONLY=session only the session-pool table;
+# BENCH_ONLY=transaction only the transaction-pool table; BENCH_ONLY=fenced only table 2.
 # Measurements are interleaved (each round visits every mode and target) and each cell is the
 # median over the rounds. Each measurement first runs BENCH_WARMUP seconds unmeasured: every new
 # client connection through a session-mode proxy (or directly) gets a new PostgreSQL backend,
@@ -220,6 +220,12 @@ main() {
     return
   fi
   prepare_database
+  if [[ $BENCH_ONLY == session ]]; then
+    start_session_targets
+    run_pooled pooled "$PGBOUNCER_POOLED_PORT" "$PGFENCE_POOLED_PORT"
+    print_session
+    return
+  fi
   if [[ $BENCH_ONLY == transaction ]]; then
     start_transaction_targets
     run_pooled transaction "$PGBOUNCER_TRANSACTION_PORT" "$PGFENCE_TRANSACTION_PORT"
@@ -240,14 +246,7 @@ main() {
 
   start_passthrough_pgfence
 
-  PGBOUNCER_POOLED_PORT=$(free_port)
-  log "==> pgbouncer (session mode, SCRAM) on 127.0.0.1:$PGBOUNCER_POOLED_PORT"
-  start_pgbouncer "$PGBOUNCER_POOLED_PORT" "$BENCH_DB" session scram-sha-256
-
-  PGFENCE_POOLED_PORT=$(free_port)
-  log "==> pgfence (session pooling, SCRAM) on 127.0.0.1:$PGFENCE_POOLED_PORT"
-  start_pgfence "$PGFENCE_POOLED_PORT" '[]' pgfence-pooled session || PGFENCE_POOLED_PORT=
-
+  start_session_targets
   start_transaction_targets
 
   PGFENCE_FENCED_PORT=
@@ -264,9 +263,7 @@ main() {
   printf '\npgbench -S, %s clients, %s x %ss after %ss warm-up, median TPS\n' \
     "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"
   summarize passthrough 'direct pgbouncer pgfence' 'pgfence/pgbouncer pgfence/direct'
-  printf '\npgbench -S through session pools (SCRAM clients; -C: a connection per transaction), %s clients, median TPS\n' \
-    "$BENCH_CLIENTS"
-  summarize pooled 'direct pgbouncer pgfence' 'pgfence/pgbouncer'
+  print_session
   print_transaction
   if [[ $BENCH_FENCED == 1 ]]; then print_fenced; fi
   if [[ $BENCH_TLS == 1 ]]; then print_tls; fi
@@ -282,6 +279,23 @@ print_fenced() {
   printf '\nUPDATE pgbench_accounts (token by SET or comment), %s clients, %s x %ss after %ss warm-up, median TPS\n' \
     "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"
   summarize fenced 'unfenced fenced' 'fenced/unfenced'
+}
+
+# PgBouncer and pgfence pooling in session mode, both with SCRAM clients.
+start_session_targets() {
+  PGBOUNCER_POOLED_PORT=$(free_port)
+  log "==> pgbouncer (session mode, SCRAM) on 127.0.0.1:$PGBOUNCER_POOLED_PORT"
+  start_pgbouncer "$PGBOUNCER_POOLED_PORT" "$BENCH_DB" session scram-sha-256
+
+  PGFENCE_POOLED_PORT=$(free_port)
+  log "==> pgfence (session pooling, SCRAM) on 127.0.0.1:$PGFENCE_POOLED_PORT"
+  start_pgfence "$PGFENCE_POOLED_PORT" '[]' pgfence-pooled session || PGFENCE_POOLED_PORT=
+}
+
+print_session() {
+  printf '\npgbench -S through session pools (SCRAM clients; -C: a connection per transaction), %s clients, %s x %ss after %ss warm-up, median TPS\n' \
+    "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"
+  summarize pooled 'direct pgbouncer pgfence' 'pgfence/pgbouncer'
 }
 
 # PgBouncer and pgfence pooling in transaction mode, both with SCRAM clients.
