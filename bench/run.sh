@@ -221,13 +221,13 @@ main() {
   fi
   prepare_database
   if [[ $BENCH_ONLY == session ]]; then
-    start_session_targets
+    start_pool_targets session PGBOUNCER_POOLED_PORT PGFENCE_POOLED_PORT
     run_pooled pooled "$PGBOUNCER_POOLED_PORT" "$PGFENCE_POOLED_PORT"
     print_session
     return
   fi
   if [[ $BENCH_ONLY == transaction ]]; then
-    start_transaction_targets
+    start_pool_targets transaction PGBOUNCER_TRANSACTION_PORT PGFENCE_TRANSACTION_PORT
     run_pooled transaction "$PGBOUNCER_TRANSACTION_PORT" "$PGFENCE_TRANSACTION_PORT"
     print_transaction
     return
@@ -246,8 +246,8 @@ main() {
 
   start_passthrough_pgfence
 
-  start_session_targets
-  start_transaction_targets
+  start_pool_targets session PGBOUNCER_POOLED_PORT PGFENCE_POOLED_PORT
+  start_pool_targets transaction PGBOUNCER_TRANSACTION_PORT PGFENCE_TRANSACTION_PORT
 
   PGFENCE_FENCED_PORT=
   if [[ $BENCH_FENCED == 1 ]]; then start_fenced_pgfence; fi
@@ -281,33 +281,24 @@ print_fenced() {
   summarize fenced 'unfenced fenced' 'fenced/unfenced'
 }
 
-# PgBouncer and pgfence pooling in session mode, both with SCRAM clients.
-start_session_targets() {
-  PGBOUNCER_POOLED_PORT=$(free_port)
-  log "==> pgbouncer (session mode, SCRAM) on 127.0.0.1:$PGBOUNCER_POOLED_PORT"
-  start_pgbouncer "$PGBOUNCER_POOLED_PORT" "$BENCH_DB" session scram-sha-256
-
-  PGFENCE_POOLED_PORT=$(free_port)
-  log "==> pgfence (session pooling, SCRAM) on 127.0.0.1:$PGFENCE_POOLED_PORT"
-  start_pgfence "$PGFENCE_POOLED_PORT" '[]' pgfence-pooled session || PGFENCE_POOLED_PORT=
+# PgBouncer and pgfence pooling in mode $1 (session, transaction), both with SCRAM clients; their
+# ports go to $2 and $3.
+start_pool_targets() {
+  local mode=$1 bouncer fence
+  bouncer=$(free_port)
+  log "==> pgbouncer ($mode mode, SCRAM) on 127.0.0.1:$bouncer"
+  start_pgbouncer "$bouncer" "$BENCH_DB" "$mode" scram-sha-256
+  fence=$(free_port)
+  log "==> pgfence ($mode pooling, SCRAM) on 127.0.0.1:$fence"
+  start_pgfence "$fence" '[]' "pgfence-$mode" "$mode" || fence=
+  printf -v "$2" '%s' "$bouncer"
+  printf -v "$3" '%s' "$fence"
 }
 
 print_session() {
   printf '\npgbench -S through session pools (SCRAM clients; -C: a connection per transaction), %s clients, %s x %ss after %ss warm-up, median TPS\n' \
     "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"
   summarize pooled 'direct pgbouncer pgfence' 'pgfence/pgbouncer'
-}
-
-# PgBouncer and pgfence pooling in transaction mode, both with SCRAM clients.
-start_transaction_targets() {
-  PGBOUNCER_TRANSACTION_PORT=$(free_port)
-  log "==> pgbouncer (transaction mode, SCRAM) on 127.0.0.1:$PGBOUNCER_TRANSACTION_PORT"
-  start_pgbouncer "$PGBOUNCER_TRANSACTION_PORT" "$BENCH_DB" transaction scram-sha-256
-
-  PGFENCE_TRANSACTION_PORT=$(free_port)
-  log "==> pgfence (transaction pooling, SCRAM) on 127.0.0.1:$PGFENCE_TRANSACTION_PORT"
-  start_pgfence "$PGFENCE_TRANSACTION_PORT" '[]' pgfence-transaction transaction ||
-    PGFENCE_TRANSACTION_PORT=
 }
 
 print_transaction() {
