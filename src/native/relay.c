@@ -113,9 +113,11 @@ static int contains_needle(const relay_t *r, const uint8_t *text, size_t n) {
   return 0;
 }
 
-/* Query and Parse need the rewriter only when they can name a fenced table. */
+/* Query and Parse need the rewriter only when they can name a fenced table; a named Parse
+ * always goes (transaction pooling keeps the client's named statements; they are made once). */
 static int wants_message(const relay_t *r, const uint8_t *message, size_t n) {
   if (r->needles == NULL || (message[0] != 'Q' && message[0] != 'P')) return 1;
+  if (message[0] == 'P' && n > HEADER_BYTES && message[HEADER_BYTES] != 0) return 1;
   return contains_needle(r, message + HEADER_BYTES, n - HEADER_BYTES);
 }
 
@@ -461,9 +463,10 @@ static const server_sink_t from_server = {server_forward, report_server_message,
 
 /* ---- the event loop side ---- */
 
-/* Idle outside a transaction: every request answered, nothing half sent either way. */
+/* Idle outside a transaction: every request answered, nothing sent since (a Parse without its
+ * Sync opens one), nothing half sent either way. */
 static int relay_idle(const relay_t *r) {
-  return r->progress.outstanding == 0 && r->progress.status == 'I' &&
+  return r->progress.outstanding == 0 && !r->progress.unsynced && r->progress.status == 'I' &&
          at_boundary(&r->from_client.state) && at_boundary(&r->from_server);
 }
 
@@ -783,15 +786,17 @@ static napi_value js_update(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* closeWhenIdle(): from now on, report "idle" as soon as the session is idle outside a
- * transaction (shutdown). */
+/* closeWhenIdle() → whether the session is idle outside a transaction now (the caller may stop
+ * the relay at once); if not, "idle" is reported as soon as it is (shutdown, a pool wanting its
+ * server connection back). */
 static napi_value js_close_when_idle(napi_env env, napi_callback_info info) {
-  napi_value argv[1];
+  napi_value argv[1], idle;
   relay_t *r = unwrap_relay(env, info, argv);
-  if (r) r->close_when_idle = 1;
-  return NULL;
+  if (!r) return NULL;
+  r->close_when_idle = 1;
+  napi_get_boolean(env, !r->stopped && relay_idle(r), &idle);
+  return idle;
 }
-
 /* relay(clientFd, serverFd, { maxMessageBytes, frontendTypes, interceptTypes, statementNeedles,
  * queryCache, outstanding, clientTls, serverTls, onMessage, onServerMessage, onClose }) →
  * { stop(), progress(),

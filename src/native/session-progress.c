@@ -36,6 +36,7 @@ void progress_client_message(progress_t *p, const uint8_t *message, size_t avail
   const uint8_t *body = message + HEADER_BYTES;
   size_t body_len = whole ? total - HEADER_BYTES : 0;
   if (type == 'd') p->progress_at = now; /* COPY data keeps an upload alive */
+  p->unsynced = 1;
   if (type == 'Q' || type == 'P') {
     /* A message not at hand whole may be anything. */
     int commit = !whole || mentions_commit(body, body_len);
@@ -56,4 +57,5 @@ void progress_server_body(progress_t *p, uint8_t first) {
   p->status = first;
   if (first == 'I') p->transactions++;
   if (p->outstanding > 0 && --p->outstanding == 0) p->may_commit = 0;
+  if (p->outstanding == 0) p->unsynced = 0;
 }

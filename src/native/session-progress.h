@@ -14,6 +14,8 @@ typedef struct {
   uint8_t may_commit;       /* a request since the session was last idle may be a COMMIT */
   uint8_t named_commit;     /* a named statement may be a COMMIT: any Bind may commit */
   uint8_t status_next;      /* the server's next byte is a ReadyForQuery status */
+  uint8_t unsynced;         /* a client message since the last ReadyForQuery of all requests:
+                             * the session is not between transactions (Parse ... Flush) */
   uint64_t progress_at;     /* loop time (ms) of the last server bytes, or of the first request */
   uint64_t transactions;    /* ReadyForQuery 'I' seen: transactions ended, for metrics */
 } progress_t;

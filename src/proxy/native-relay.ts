@@ -1,8 +1,9 @@
 import type net from 'node:net'
 import type { CommentKeys } from '../rewrite/normalise.js'
 import { nativeAddon } from '../native-addon.js'
-import { descriptorOf } from '../wire/socket-handle.js'
-import type { NativeTlsChannel } from '../server/native-tls.js'
+import { FRONTEND_TYPE_CHARS } from '../wire/protocol.js'
+import { descriptorOf, stopReading } from '../wire/socket-handle.js'
+import { nativeTlsChannel, type NativeTlsChannel } from '../server/native-tls.js'
 import type { RequestProgress } from './request-progress.js'
 
 /** What is left when a native relay stops: bytes not yet written, and where the server stands. */
@@ -20,8 +21,11 @@ export interface NativeRelay {
   progress(): RequestProgress
   /** A config reload: applies from the next message. */
   update(settings: NativeRelaySettings): void
-  /** Shutdown: onClose('idle') as soon as the session is idle outside a transaction. */
-  closeWhenIdle(): void
+  /**
+   * Whether the session is idle outside a transaction now (stop() may follow at once); if not,
+   * onClose('idle') as soon as it is (shutdown, a pool wanting its server connection back).
+   */
+  closeWhenIdle(): boolean
 }
 
 /** What a config reload may change in a running relay. */
@@ -60,6 +64,10 @@ export interface NativeRelayOptions extends NativeRelaySettings {
    */
   onClose(kind: 'client' | 'server' | 'invalid' | 'idle', detail?: string): void
 }
+
+/** Needles the native relay can match byte for byte (ASCII case folding), else none. */
+export const asciiOnly = (needles?: readonly string[]) =>
+  needles?.every((needle) => Buffer.byteLength(needle) === needle.length) ? needles : undefined
 
 /** An opaque handle on a native Query template cache. */
 export type NativeQueryCache = { readonly brand: unique symbol }
@@ -101,4 +109,36 @@ export function plainDescriptor(socket: net.Socket): number | null {
   if ('encrypted' in socket) return null
   const fd = descriptorOf(socket)
   return fd !== null && socket.writableLength === 0 && socket.readableLength === 0 ? fd : null
+}
+
+/** What a session gives the native relay beyond its two sockets. */
+export type SessionRelayOptions = Omit<
+  NativeRelayOptions,
+  'frontendTypes' | 'clientTls' | 'serverTls'
+>
+
+/**
+ * Moves a session's two sockets to the native relay, their reads stopped, when both can go
+ * (plainDescriptor); null when they cannot. `serverReadsAgain`: the server socket outlives the
+ * relay (a pooled connection) and keeps its read buffer; so does the client's with
+ * `clientReadsAgain` (a transaction-mode session takes it back between transactions).
+ */
+export function relaySession(
+  client: net.Socket,
+  server: net.Socket,
+  options: SessionRelayOptions,
+  { clientReadsAgain = false, serverReadsAgain = false } = {},
+): NativeRelay | null {
+  if (!nativeRelayModule) return null
+  const clientFd = plainDescriptor(client)
+  const serverFd = plainDescriptor(server)
+  if (clientFd === null || serverFd === null) return null
+  stopReading(client, !clientReadsAgain)
+  stopReading(server, !serverReadsAgain)
+  return nativeRelayModule.relay(clientFd, serverFd, {
+    ...options,
+    frontendTypes: FRONTEND_TYPE_CHARS,
+    clientTls: nativeTlsChannel(client),
+    serverTls: nativeTlsChannel(server),
+  })
 }

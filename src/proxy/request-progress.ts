@@ -28,6 +28,8 @@ export class RequestTracker {
   private mayCommit = false
   /** A named statement may be a COMMIT: from then on any Bind may commit. */
   private namedCommit = false
+  /** A message since the last ReadyForQuery of all requests (a Parse without its Sync). */
+  private unsynced = false
   private progressAt = performance.now()
   private transactions = 0
 
@@ -37,6 +39,7 @@ export class RequestTracker {
     const total = chunk.readUInt32BE(pos + 1) + 1
     const whole = end - pos >= total
     if (type === Frontend.CopyData) this.progressAt = performance.now()
+    this.unsynced = true
     if (type === Frontend.Query || type === Frontend.Parse) {
       const body = whole ? chunk.toString('latin1', pos + HEADER_BYTES, pos + total) : ''
       const commit = !whole || COMMIT_WORD.test(body)
@@ -59,6 +62,12 @@ export class RequestTracker {
     this.status = String.fromCharCode(status)
     if (this.status === 'I') this.transactions++
     if (this.outstanding > 0 && --this.outstanding === 0) this.mayCommit = false
+    if (this.outstanding === 0) this.unsynced = false
+  }
+
+  /** Between transactions: every request answered outside one, and nothing sent since. */
+  get atRest(): boolean {
+    return this.outstanding === 0 && !this.unsynced && this.status === 'I'
   }
 
   snapshot(): RequestProgress {
