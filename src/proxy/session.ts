@@ -7,7 +7,7 @@ import { AuthPhaseFilter } from '../wire/auth-filter.js'
 import { BackendScanner } from '../wire/backend-scanner.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
-import { Backend, Frontend, FRONTEND_TYPE_CHARS } from '../wire/protocol.js'
+import { Backend, Frontend } from '../wire/protocol.js'
 import { idleBefore, MaintenanceLog } from './maintenance-log.js'
 import {
   interceptStatement,
@@ -20,21 +20,16 @@ import { cutError, type CutReason } from './cut-outcome.js'
 import { onServerError, parameterRefusal } from './server-notices.js'
 import { withLoginQuery, type LoginPhase, type LoginQuery } from './login-query.js'
 import {
-  nativeRelayModule,
-  plainDescriptor,
+  asciiOnly,
+  relaySession,
   type NativeRelay,
   type NativeRelaySettings,
 } from './native-relay.js'
-import { resumeReading, stopReading } from '../wire/socket-handle.js'
-import { nativeTlsChannel } from '../server/native-tls.js'
+import { resumeReading } from '../wire/socket-handle.js'
 import type { SettingsHolder } from './live-settings.js'
 
 /** An empty write: its callback runs once everything queued before it is flushed. */
 const FLUSH_MARK = Buffer.alloc(0)
-
-/** Needles the native relay can match byte for byte (ASCII case folding), else none. */
-const asciiOnly = (needles?: readonly string[]) =>
-  needles?.every((needle) => Buffer.byteLength(needle) === needle.length) ? needles : undefined
 
 /** `maintenance`: maintenance may be on, so every statement is logged. */
 const interceptTypes = (rewriter: StatementRewriter | null, maintenance: boolean) =>
@@ -345,31 +340,31 @@ export class ProxySession {
    * stand at a message boundary with nothing buffered. Returns whether it did.
    */
   private handOver(): boolean {
-    if (!nativeRelayModule || !this.framer.atBoundary() || !this.scanner.atBoundary()) return false
-    const clientFd = plainDescriptor(this.client)
-    const serverFd = plainDescriptor(this.upstream)
-    if (clientFd === null || serverFd === null) return false
-    stopReading(this.client)
-    stopReading(this.upstream)
-    this.native = nativeRelayModule.relay(clientFd, serverFd, {
-      ...this.nativeSettings(),
-      frontendTypes: FRONTEND_TYPE_CHARS,
-      outstanding: this.requests.snapshot().outstanding,
-      clientTls: nativeTlsChannel(this.client),
-      serverTls: nativeTlsChannel(this.upstream),
-      onMessage: (message) => {
-        const replacement = this.intercept(message)
-        return replacement === message ? undefined : replacement
+    if (!this.framer.atBoundary() || !this.scanner.atBoundary()) return false
+    this.native = relaySession(
+      this.client,
+      this.upstream,
+      {
+        ...this.nativeSettings(),
+        outstanding: this.requests.snapshot().outstanding,
+        onMessage: (message) => {
+          const replacement = this.intercept(message)
+          return replacement === message ? undefined : replacement
+        },
+        onServerMessage: (message) => this.onServerMessage(message),
+        onClose: (kind, detail) => {
+          if (kind === 'server') return this.upstreamClosed()
+          if (kind === 'invalid')
+            return this.abort(new PgError('08P01', detail ?? 'invalid message'))
+          if (kind === 'idle') return this.terminate(this.closingWhenIdle!)
+          this.options.logger.debug({ detail }, 'client connection closed')
+          this.finish()
+        },
       },
-      onServerMessage: (message) => this.onServerMessage(message),
-      onClose: (kind, detail) => {
-        if (kind === 'server') return this.upstreamClosed()
-        if (kind === 'invalid') return this.abort(new PgError('08P01', detail ?? 'invalid message'))
-        if (kind === 'idle') return this.terminate(this.closingWhenIdle!)
-        this.options.logger.debug({ detail }, 'client connection closed')
-        this.finish()
-      },
-    })
+      // A pooled server connection reads again after the session.
+      { serverReadsAgain: this.options.pooled !== undefined },
+    )
+    if (!this.native) return false
     this.options.logger.debug('session relayed natively')
     return true
   }

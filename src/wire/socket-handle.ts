@@ -17,18 +17,19 @@ export function descriptorOf(socket: net.Socket): number | null {
 }
 
 /**
- * Stops a socket's reads at the handle for good, whatever way it delivers its bytes: the stream
- * machinery would otherwise start reading again on its own (to refill its buffer). Its read
- * buffer, if it has one of the pool's, goes back (the caller holds nothing read into it).
+ * Stops a socket's reads at the handle, whatever way it delivers its bytes: the stream
+ * machinery would otherwise start reading again on its own (to refill its buffer). A socket
+ * stopped for good gives its read buffer, if it has one of the pool's, back (the caller holds
+ * nothing read into it); one that will read again (resumeReading) keeps it.
  */
-export function stopReading(socket: net.Socket): void {
+export function stopReading(socket: net.Socket, forGood = true): void {
   socket.pause()
   const handle = handleOf(socket)
   if (!handle?.readStop) return
   handle.reading = false
   handle.readStop()
   handle.readStart = () => 0
-  returnReadBuffer(socket)
+  if (forGood) returnReadBuffer(socket)
 }
 
 /** Undoes stopReading, for a socket that outlives its session (a pooled server connection). */
