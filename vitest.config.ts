@@ -8,6 +8,7 @@ const nodeRelaySuites = [
   'test/e2e/abuse.test.ts',
   'test/e2e/tls.test.ts',
   'test/pool/session-mode.test.ts',
+  'test/pool/transaction-lazy-release.test.ts',
   'test/fencing-e2e/node-postgres.test.ts',
   'test/fencing-e2e/postgres-js.test.ts',
   'test/faults/timeouts.test.ts',

@@ -50,6 +50,11 @@ export const waitTimeout = (ms: number) =>
 export class Pool {
   private readonly idle: ServerConnection[] = []
   private readonly waiters: Waiter[] = []
+  /**
+   * Connections clients keep between transactions (transaction pooling), each with how to ask
+   * for it back: when a client queues, or when it has outlived maxLifetimeMs.
+   */
+  private readonly kept = new Map<ServerConnection, () => void>()
   /** Connections lent, idle, resetting or being opened. */
   private count = 0
   /** Connections being opened (logging in). */
@@ -121,7 +126,28 @@ export class Pool {
       }
       this.waiters.push(waiter)
       this.log.info(this.stats(), 'a client waits for a server connection')
+      for (const giveBack of [...this.kept.values()]) giveBack()
     })
+  }
+
+  /**
+   * Whether another client could take a connection now without waiting (one idle, or room to
+   * open one): only then may a client keep its own between transactions at no one's expense.
+   */
+  hasSpare(): boolean {
+    return this.waiters.length === 0 && (this.idle.length > 0 || this.count < this.config.size)
+  }
+
+  /**
+   * A client keeps `connection` between transactions until `giveBack` is called (it then gives
+   * it back at its next idle point) or it calls unkeep.
+   */
+  keep(connection: ServerConnection, giveBack: () => void): void {
+    this.kept.set(connection, giveBack)
+  }
+
+  unkeep(connection: ServerConnection): void {
+    this.kept.delete(connection)
   }
 
   /**
@@ -201,6 +227,7 @@ export class Pool {
   /** Closes connections idle too long or too old, then opens up to minIdle. */
   private sweep(): void {
     const now = Date.now()
+    for (const [connection, giveBack] of [...this.kept]) if (this.expired(connection)) giveBack()
     for (let i = this.idle.length - 1; i >= 0; i--) {
       const connection = this.idle[i]!
       const stale = now - connection.idleSince >= this.config.idleTimeoutMs

@@ -34,14 +34,24 @@ const NO_EFFECTS: Readonly<StatementEffects> = {
  * Every rule below starts from one of these words (ASCII case folded, as the lexer's words
  * are): a text without any of them has no effects, and is not lexed.
  */
-const RULE_WORDS = /set|discard|listen|advisory|declare|create|deallocate|prepare/i
+export const RULE_WORDS = [
+  'set',
+  'discard',
+  'listen',
+  'advisory',
+  'declare',
+  'create',
+  'deallocate',
+  'prepare',
+] as const
+const ruleWord = new RegExp(RULE_WORDS.join('|'), 'i')
 /** Clients repeat their statements: each text is lexed once (shared by every pool's sessions). */
 const cache = new Lru<Readonly<StatementEffects>>(4096)
 /** Longer texts are lexed each time rather than held. */
 const MAX_CACHED_TEXT = 16 * 1024
 
 export function statementEffects(sql: string): Readonly<StatementEffects> {
-  if (!RULE_WORDS.test(sql)) return NO_EFFECTS
+  if (!ruleWord.test(sql)) return NO_EFFECTS
   let effects = cache.get(sql)
   if (effects === undefined) {
     effects = lexedEffects(sql)

@@ -164,6 +164,7 @@ export async function startProxy(
             settings: sessionSettings,
             logger: sessionLog,
             onRejection: (code, table) => metrics.rejection(code, table),
+            nativeRelay,
             cancelBackend: (key) => cancelBackend(config.upstream, key),
           }),
         )

@@ -4,16 +4,23 @@ import type { Logger } from '../log.js'
 import type { Pool } from '../pool/pool.js'
 import type { ServerConnection } from '../pool/server-connection.js'
 import { settingsStatement } from '../pool/startup-settings.js'
-import { statementEffects } from '../pool/transaction-rules.js'
+import { RULE_WORDS, statementEffects } from '../pool/transaction-rules.js'
 import { readBackendKey, type BackendKey } from '../server/cancel-forwarder.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
 import { backendKeyData, query, readCString, typedMessage } from '../wire/messages.js'
 import { Backend, Frontend, FRONTEND_TYPES, HEADER_BYTES } from '../wire/protocol.js'
+import { resumeReading } from '../wire/socket-handle.js'
 import { cutError, type CutReason } from './cut-outcome.js'
 import type { PooledClient, PoolingContext } from './pooled-startup.js'
 import type { SettingsHolder } from './live-settings.js'
-import { MaintenanceLog } from './maintenance-log.js'
+import { idleBefore, MaintenanceLog } from './maintenance-log.js'
+import {
+  asciiOnly,
+  relaySession,
+  type NativeRelay,
+  type NativeRelaySettings,
+} from './native-relay.js'
 import { RequestTracker, type RequestProgress } from './request-progress.js'
 import { onServerError, parameterRefusal, type OnRejection } from './server-notices.js'
 import type { SessionState } from './session.js'
@@ -31,6 +38,8 @@ export interface TransactionSessionOptions {
   resetTimeoutMs: number
   /** The server connection the client holds now, for its cancel requests. */
   held: { server: ServerConnection | null }
+  /** Keep the connection between transactions while no client waits, relayed natively. */
+  nativeRelay: boolean
   onRejection: OnRejection
   /** Cancels what a backend runs (when pgfence cuts a client off mid-statement). */
   cancelBackend(key: BackendKey): Promise<void>
@@ -64,11 +73,15 @@ const closeStatement = (name: string) =>
   typedMessage('C', Buffer.from('S'), Buffer.from(`${name}\0`, 'utf8'))
 
 /**
- * Transaction pooling (relayed in JavaScript): the client holds a server connection from its
- * first message after ReadyForQuery 'I' to the next ReadyForQuery 'I' with nothing in flight.
- * Its tracked settings are replayed before each transaction and read back after one that may
- * have changed them (so PostgreSQL's own rules for SET LOCAL, rollback and RESET apply), and
- * its named prepared statements are prepared again on a connection that lacks them.
+ * Transaction pooling: the client takes a server connection with its first message after
+ * ReadyForQuery 'I'. At the next ReadyForQuery 'I' with nothing in flight it gives it back, or,
+ * with the native relay, keeps it while no other client waits for one (lazy release) and gives
+ * it back at the end of the transaction in which one starts to. Its tracked settings are
+ * replayed when it takes a connection and read back when it gives back one on which they may
+ * have changed (so PostgreSQL's own rules for SET LOCAL, rollback and RESET apply); its named
+ * prepared statements are prepared again on a connection that lacks them. While it keeps a
+ * connection, the native relay carries its bytes and hands over only what pooling must see:
+ * statements with a word of the pooling rules, named Parse and Close, fenced writes.
  */
 export class TransactionSession {
   readonly closed: Promise<void>
@@ -100,8 +113,11 @@ export class TransactionSession {
   private transactions = 0
   /** Set by closeWhenIdle: sent once the client holds no server connection. */
   private closingWhenIdle: PgError | null = null
-  /** Transaction pooling is relayed in JavaScript. */
-  readonly relayedNatively = false
+  private native: NativeRelay | null = null
+  /** Transactions the native relay counted before it stopped. */
+  private nativeTransactions = 0
+  /** A client waits for a connection: give the kept one back at the end of the transaction. */
+  private giveBackWanted = false
   private readonly maintenance: MaintenanceLog
   /** The client's requests as the client sees them, for the query and idle timeouts. */
   private readonly requests = new RequestTracker()
@@ -142,28 +158,36 @@ export class TransactionSession {
    * clock); null between transactions and while it waits for one (pool.waitTimeoutMs then).
    */
   progress(): RequestProgress | null {
-    return this.ended || !this.server ? null : this.requests.snapshot()
+    if (this.ended || !this.server) return null
+    return this.native ? this.native.progress() : this.requests.snapshot()
   }
 
   state(): SessionState {
-    const holding = this.server !== null || this.checkingOut
-    return {
-      transactions: this.transactions,
-      ready: true,
-      idle: !holding && this.outstanding === 0,
-      inTransaction: holding,
-    }
+    const native = this.native?.progress()
+    const transactions = this.transactions + this.nativeTransactions + (native?.transactions ?? 0)
+    const idle = native
+      ? native.outstanding === 0 && native.status === 'I'
+      : !this.checkingOut &&
+        this.outstanding === 0 &&
+        this.waiting.length === 0 &&
+        (!this.server || this.requests.atRest)
+    return { transactions, ready: true, idle, inTransaction: !idle }
+  }
+
+  get relayedNatively(): boolean {
+    return this.native !== null
   }
 
   /** A config reload: the framer follows the new limits; statements read the rewriter anew. */
   reconfigure(): void {
     this.framer.maxMessageBytes = this.options.live.current.limits.maxMessageBytes
+    this.native?.update(this.nativeSettings())
   }
 
-  /** Closes the session now if it holds no server connection, else once it gives it back. */
+  /** Closes the session now if it is idle, else once it is. */
   closeWhenIdle(error: PgError): void {
     this.closingWhenIdle = error
-    if (this.state().idle) this.terminate(error)
+    if (this.state().idle || this.native?.closeWhenIdle()) this.terminate(error)
   }
 
   /**
@@ -180,14 +204,16 @@ export class TransactionSession {
     const busy = server !== null && progress !== null && progress.outstanding > 0
     const key = busy ? readBackendKey(backendKeyData(server.backendKey)) : null
     const cancelled = key ? this.options.cancelBackend(key) : undefined
-    // The client is at a message boundary: the server's messages reach it whole.
-    if (this.client.writable) this.client.write(error.encode())
+    // The server's messages reach the client whole before the error.
+    const atBoundary = this.native ? this.takeBack() : true
+    if (atBoundary && this.client.writable) this.client.write(error.encode())
     this.finish(!busy)
     await cancelled
   }
 
   terminate(error?: PgError): void {
-    if (error && this.client.writable && this.outstanding === 0) this.client.write(error.encode())
+    const atBoundary = this.native ? this.takeBack() : this.outstanding === 0
+    if (error && this.client.writable && atBoundary) this.client.write(error.encode())
     this.finish()
   }
 
@@ -197,8 +223,7 @@ export class TransactionSession {
     if (message[0] === Frontend.Terminate) return this.finish()
     this.requests.clientMessage(message, 0, message.length)
     if (loggedTypes.has(message[0]!)) {
-      // Between transactions the client holds no server connection and nothing is in flight.
-      const idle = !this.server && !this.checkingOut && this.outstanding === 0
+      const idle = !this.checkingOut && idleBefore(message, this.requests.snapshot())
       this.maintenance.observe(message, idle)
     }
     if (!this.server && !this.checkingOut && !this.settling) this.checkoutIdle()
@@ -231,6 +256,7 @@ export class TransactionSession {
 
   private hold(server: ServerConnection): void {
     this.server = this.options.held.server = server
+    this.giveBackWanted = false
     // The query timeout counts from here: waiting for the connection has a timeout of its own.
     this.requests.serverBytes()
     server.attach(this.onServerBytes, this.serverClosed)
@@ -268,15 +294,10 @@ export class TransactionSession {
         this.batch.push(this.statement(message, 5))
         break
       case Frontend.Parse: {
-        const name = readCString(message, 5)?.text ?? ''
-        const parse = this.statement(message, 5 + Buffer.byteLength(name) + 1)
-        if (name !== '') {
-          // Kept beyond this chunk: a copy, not a view of the read buffer.
-          const kept = parse === message ? Buffer.from(parse) : parse
-          this.statements.set(name, kept)
-          if (server.prepared.has(name)) this.inject(closeStatement(name))
-          server.prepared.set(name, kept)
-        }
+        const name = readCString(message, HEADER_BYTES)?.text ?? ''
+        const replaces = name !== '' && server.prepared.has(name)
+        const parse = this.parse(message, name)
+        if (replaces) this.inject(closeStatement(name))
         this.expected.push(false)
         this.batch.push(parse)
         break
@@ -292,11 +313,7 @@ export class TransactionSession {
         this.batch.push(message)
         break
       case Frontend.Close:
-        if (message[5] === 0x53) {
-          const name = readCString(message, 6)?.text ?? ''
-          this.statements.delete(name)
-          server.prepared.delete(name)
-        }
+        this.closeNamed(message)
         this.expected.push(false)
         this.batch.push(message)
         break
@@ -309,6 +326,28 @@ export class TransactionSession {
       default:
         this.batch.push(message)
     }
+  }
+
+  /**
+   * A Parse, as it goes to the server (`name` its statement's): a named one becomes the
+   * client's statement, here and wherever its transactions land.
+   */
+  private parse(message: Buffer, name: string): Buffer {
+    const parse = this.statement(message, HEADER_BYTES + Buffer.byteLength(name) + 1)
+    if (name === '') return parse
+    // Kept beyond this message: a copy, not a view of a read buffer.
+    const kept = parse === message ? Buffer.from(parse) : parse
+    this.statements.set(name, kept)
+    this.server!.prepared.set(name, kept)
+    return parse
+  }
+
+  /** A Close of a named statement: the client has it no more, nor has the connection. */
+  private closeNamed(message: Buffer): void {
+    if (message[HEADER_BYTES] !== 0x53) return
+    const name = readCString(message, HEADER_BYTES + 1)?.text ?? ''
+    this.statements.delete(name)
+    this.server!.prepared.delete(name)
   }
 
   /** pgfence's own Close or Parse, whose completion the client must not see. */
@@ -392,13 +431,14 @@ export class TransactionSession {
       if (!this.keep(message)) continue
       out.push(this.relayed(message))
       if (this.ended) return true
-      if (message[0] === Backend.ReadyForQuery && this.outstanding === 0 && message[5] === 0x49)
+      // Between transactions, unless the client has already begun the next (Parse ... Flush).
+      if (message[0] === Backend.ReadyForQuery && this.outstanding === 0 && this.requests.atRest)
         release = true
     }
     this.serverBuffered = pos < buffered.length ? Buffer.from(buffered.subarray(pos)) : NOTHING
     if (out.length > 0)
       this.client.write(out.length === 1 ? Buffer.from(out[0]!) : Buffer.concat(out))
-    if (release) this.releaseServer()
+    if (release) this.betweenTransactions()
     return true
   }
 
@@ -434,10 +474,52 @@ export class TransactionSession {
     return message
   }
 
-  /** The transaction is over: the connection goes back, after reading settings it may have changed. */
+  /**
+   * A transaction is over: the connection goes back, or, with the native relay and a connection
+   * to spare for other clients, stays (and the native relay takes over once the JavaScript
+   * relay is at rest). Under contention every transaction gives its connection back.
+   */
+  private betweenTransactions(): void {
+    this.transactions++
+    const { nativeRelay, pool } = this.options
+    // Settings read back and reset now: a session SET lasts its transaction, wherever it ran.
+    if (!nativeRelay || this.touched || this.giveBackWanted || this.closingWhenIdle)
+      return this.releaseServer()
+    if (!pool.hasSpare()) return this.releaseServer()
+    pool.keep(this.server!, this.giveBack)
+    // Not from inside the server socket's read callback: Node reads on after it returns.
+    setImmediate(this.relayNatively)
+  }
+
+  /** The JavaScript relay stands between transactions: nothing half sent, expected or queued. */
+  private atRest(): boolean {
+    return (
+      this.outstanding === 0 &&
+      this.swallowReady === 0 &&
+      this.expected.length === 0 &&
+      this.waiting.length === 0 &&
+      this.batch.length === 0 &&
+      this.serverBuffered.length === 0 &&
+      !this.settling &&
+      this.framer.atBoundary() &&
+      this.requests.atRest
+    )
+  }
+
+  /** A client waits for a connection: the kept one goes back now if idle, else when it is. */
+  private readonly giveBack = (): void => {
+    if (!this.server || this.checkingOut || this.ended) return
+    this.giveBackWanted = true
+    if (this.native ? this.native.closeWhenIdle() && this.takeBack() : this.atRest())
+      this.releaseServer()
+  }
+
+  /** The connection goes back, after reading settings the client may have changed. */
   private releaseServer(): void {
     const server = this.server!
     this.server = this.options.held.server = null
+    this.giveBackWanted = false
+    this.options.pool.unkeep(server)
     server.detach()
     if (!this.touched) {
       this.options.pool.checkin(server)
@@ -446,7 +528,6 @@ export class TransactionSession {
       this.settling = true
       this.settled = this.readSettings(server).finally(() => (this.settling = false))
     }
-    this.transactions++
     if (this.closingWhenIdle && this.waiting.length === 0)
       return this.terminate(this.closingWhenIdle)
     if (this.waiting.length > 0 && !this.checkingOut) void this.checkout()
@@ -476,8 +557,109 @@ export class TransactionSession {
   }
 
   private fail(error: PgError): void {
+    if (this.native) this.takeBack()
     if (this.client.writable) this.client.write(error.encode())
     this.finish()
+  }
+
+  /**
+   * Hands the client and its kept connection to the native relay, when both are plain TCP (or
+   * native TLS channels), the JavaScript relay is at rest and the connection holds exactly the
+   * client's named statements (a Bind the relay passes on must find the client's own). Else the
+   * JavaScript relay carries on.
+   */
+  private readonly relayNatively = (): void => {
+    const server = this.server
+    if (!server || this.native || this.ended || this.checkingOut) return
+    if (!this.atRest() || !this.holdsOwnStatements(server)) return
+    this.native = relaySession(
+      this.client,
+      server.socket,
+      {
+        ...this.nativeSettings(),
+        outstanding: 0,
+        onMessage: (message) => this.fromClientNatively(message),
+        onServerMessage: (message) => {
+          const relayed = this.relayed(message)
+          return relayed === message ? undefined : relayed
+        },
+        onClose: (kind, detail) => this.nativeClosed(kind, detail),
+      },
+      // Both read again when the session takes them back.
+      { clientReadsAgain: true, serverReadsAgain: true },
+    )
+  }
+
+  private holdsOwnStatements(server: ServerConnection): boolean {
+    if (server.prepared.size !== this.statements.size) return false
+    for (const [name, parse] of server.prepared)
+      if (this.statements.get(name) !== parse) return false
+    return true
+  }
+
+  private nativeSettings(): NativeRelaySettings {
+    const { rewriter, limits } = this.options.live.current
+    // Under maintenance every Query, Parse and Bind comes to JavaScript, to be logged.
+    const maintenance = this.maintenance.on
+    const fencing = rewriter ? asciiOnly(rewriter.prefilterNeedles) : []
+    return {
+      maxMessageBytes: limits.maxMessageBytes,
+      interceptTypes: maintenance ? 'QPCXB' : 'QPCX',
+      statementNeedles: fencing && !maintenance ? [...RULE_WORDS, ...fencing] : undefined,
+    }
+  }
+
+  /** A message the native relay hands over: the bytes to send in its place, or undefined. */
+  private fromClientNatively(message: Buffer): Buffer | undefined {
+    const type = message[0]
+    // The connection stays pgfence's: the session ends when the client closes its socket.
+    if (type === Frontend.Terminate) return NOTHING
+    if (loggedTypes.has(type!)) this.observeNatively(message)
+    let out = message
+    if (type === Frontend.Query) out = this.statement(message, HEADER_BYTES)
+    else if (type === Frontend.Close) this.closeNamed(message)
+    else if (type === Frontend.Parse) {
+      const name = readCString(message, HEADER_BYTES)?.text ?? ''
+      // A name the client has already: PostgreSQL refuses it, as it would without pooling.
+      out = this.statements.has(name) ? message : this.parse(message, name)
+    }
+    // Settings are read back when the connection goes back: at the end of this transaction.
+    if (this.touched) {
+      this.giveBackWanted = true
+      this.native!.closeWhenIdle()
+    }
+    return out === message ? undefined : out
+  }
+
+  /** Logs the statement under maintenance; the relay shows every one while that is on. */
+  private observeNatively(message: Buffer): void {
+    const native = this.native!
+    const was = this.maintenance.on
+    this.maintenance.observe(message, idleBefore(message, native.progress()))
+    if (this.maintenance.on !== was) native.update(this.nativeSettings())
+  }
+
+  private nativeClosed(kind: 'client' | 'server' | 'invalid' | 'idle', detail?: string): void {
+    if (kind === 'server') return this.serverClosed()
+    if (kind === 'invalid') return this.fail(new PgError('08P01', detail ?? 'invalid message'))
+    if (kind === 'client') return this.finish()
+    if (this.closingWhenIdle) return this.terminate(this.closingWhenIdle)
+    this.takeBack()
+    this.releaseServer()
+  }
+
+  /** The JavaScript relay carries the session again; returns whether the server's bytes end whole. */
+  private takeBack(): boolean {
+    const native = this.native!
+    const server = this.server!
+    this.nativeTransactions += native.progress().transactions
+    const { toClient, toServer, serverAtBoundary } = native.stop()
+    this.native = null
+    resumeReading(this.client)
+    resumeReading(server.socket)
+    if (toClient.length > 0) this.client.write(toClient)
+    if (toServer.length > 0) server.socket.write(toServer)
+    return serverAtBoundary
   }
 
   /**
@@ -487,10 +669,12 @@ export class TransactionSession {
   private finish(reusable = true): void {
     if (this.ended) return
     this.ended = true
+    if (this.native) this.takeBack()
     const server = this.server
     if (server) {
       if (reusable) this.flush()
       this.server = this.options.held.server = null
+      this.options.pool.unkeep(server)
       server.detach()
       const resetTimeoutMs = this.options.resetTimeoutMs
       void this.options.pool.release(server, async (s) => reusable && s.reset(true, resetTimeoutMs))
@@ -511,6 +695,7 @@ export function startTransactionSession(
     settings: SettingsHolder
     logger: Logger
     onRejection: OnRejection
+    nativeRelay: boolean
     cancelBackend(key: BackendKey): Promise<void>
   },
 ): TransactionSession {
@@ -525,6 +710,7 @@ export function startTransactionSession(
     settings: pooled.settings,
     resetTimeoutMs: context.resetTimeoutMs,
     held: pooled.held,
+    nativeRelay: options.nativeRelay,
     onRejection: options.onRejection,
     cancelBackend: options.cancelBackend,
   })

@@ -2,7 +2,12 @@ import pg from 'pg'
 import { afterAll, beforeAll, expect } from 'vitest'
 import { sendCancelRequest } from '../e2e/support/wire.js'
 import { fencingConfig, installFencing, invoicesSql } from '../fence/support.js'
-import { adminQuery, createTestDatabase, type TestDatabase } from '../support/database.js'
+import {
+  adminQuery,
+  createTestDatabase,
+  queryOnce,
+  type TestDatabase,
+} from '../support/database.js'
 import { startTestProxy, type TestProxy } from '../support/proxy.js'
 import { backendsOf, POOL_PASSWORD, writeUserlist } from './support.js'
 
@@ -25,10 +30,7 @@ export function fencedPool(label: string, mode: 'session' | 'transaction', size:
   let proxy: TestProxy
   beforeAll(async () => {
     db = await createTestDatabase(label)
-    const setup = new pg.Client({ connectionString: db.url })
-    await setup.connect()
-    await setup.query(invoicesSql)
-    await setup.end()
+    await queryOnce(db.url, invoicesSql)
     const fencing = { tables: [{ name: 'invoices', column: 'fencing_token', requireToken: true }] }
     await installFencing(db.url, fencingConfig(fencing))
     const auth = { file: writeUserlist() }

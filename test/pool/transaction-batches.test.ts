@@ -1,16 +1,17 @@
-import type net from 'node:net'
 import pg from 'pg'
 import { serialize } from 'pg-protocol'
 import { describe, expect, test } from 'vitest'
-import { backendMessages, errorCode, type BackendMessage } from '../e2e/support/wire.js'
+import { errorCode, type BackendMessage } from '../e2e/support/wire.js'
 import { splits } from '../wire/frames.js'
 import { fencedPool } from './acceptance.js'
+import { rawClientOf, type RawClient } from './raw-client.js'
 
 /**
  * Transaction mode writes a client's messages to the server a chunk at a time: these drive the
  * extended protocol byte by byte through a pool of 2.
  */
 const pool = fencedPool('pool_transaction_batches', 'transaction', 2)
+const rawClient = () => pool.connect().then(rawClientOf)
 
 /** One unnamed extended-protocol statement with text parameters, up to its Sync. */
 const extended = (text: string, values: string[] = []) =>
@@ -21,53 +22,6 @@ const extended = (text: string, values: string[] = []) =>
     serialize.execute(),
     serialize.sync(),
   ])
-
-interface RawClient {
-  send(...pieces: Buffer[]): Promise<void>
-  /** The messages up to and including the `count`-th ReadyForQuery from now. */
-  replies(count: number): Promise<BackendMessage[]>
-  end(): Promise<void>
-}
-
-/** A client logged in through the pool (SCRAM, by node-postgres), then driven with raw bytes. */
-async function rawClient(): Promise<RawClient> {
-  const client = await pool.connect()
-  const stream = (client as unknown as { connection: { stream: net.Socket } }).connection.stream
-  stream.removeAllListeners('data')
-  let received = Buffer.alloc(0)
-  let onData: (() => void) | null = null
-  let onClose: (() => void) | null = null
-  stream.on('data', (chunk: Buffer) => {
-    received = Buffer.concat([received, chunk])
-    onData?.()
-  })
-  stream.once('close', () => onClose?.())
-  const take = (count: number): BackendMessage[] | null => {
-    const messages = backendMessages(received)
-    let seen = 0
-    const end = messages.findIndex((message) => message.type === 'Z' && ++seen === count)
-    if (end < 0) return null
-    const taken = messages.slice(0, end + 1)
-    const bytes = taken.reduce((sum, message) => sum + 5 + message.body.length, 0)
-    received = received.subarray(bytes)
-    return taken
-  }
-  return {
-    async send(...pieces) {
-      for (const piece of pieces) await new Promise((done) => stream.write(piece, done))
-    },
-    replies: (count) =>
-      new Promise((resolve, reject) => {
-        onClose = () => reject(new Error('the proxy closed the connection'))
-        onData = () => {
-          const taken = take(count)
-          if (taken) resolve(taken)
-        }
-        onData()
-      }),
-    end: () => client.end(),
-  }
-}
 
 const types = (messages: BackendMessage[]) => messages.map((message) => message.type).join('')
 /** The first column of each DataRow, as text. */
@@ -140,14 +94,19 @@ describe('transaction pooling: extended-protocol batches', () => {
     expect((await run(client, 'COMMIT')).status).toBe('I')
     await Promise.all([...others.map((other) => other.end()), client.end()])
   })
+})
+
+describe('transaction pooling: named statements on a shared connection', () => {
+  /** One server connection: each client's transaction waits for the one before to give it back. */
+  const single = fencedPool('pool_transaction_shared', 'transaction', 1)
 
   test('a named statement made from the same bytes by another client is used as it is', async () => {
     const text =
       "SELECT pg_backend_pid() AS pid, (SELECT prepare_time FROM pg_prepared_statements WHERE name = 'shared')::text AS made"
     const shared = { name: 'shared', text }
-    const [a, b, c] = [await pool.connect(), await pool.connect(), await pool.connect()]
+    const [a, b, c] = [await single.connect(), await single.connect(), await single.connect()]
     const first = (await a.query(shared)).rows[0]
-    // B's Parse replaces A's statement on the connection they share (one at a time, LIFO).
+    // B's Parse replaces A's statement on the one connection, which A gave back for B.
     const second = (await b.query(shared)).rows[0]
     expect(second.pid).toBe(first.pid)
     expect(second.made).not.toBe(first.made)

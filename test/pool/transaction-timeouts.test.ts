@@ -1,42 +1,15 @@
 import pg from 'pg'
-import { afterAll, beforeAll, expect, test } from 'vitest'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { startTestProxy, type TestProxy } from '../support/proxy.js'
+import { expect, test } from 'vitest'
 import { sqlstateOf } from '../support/sqlstate.js'
-import { POOL_PASSWORD, writeUserlist } from './support.js'
+import { notesPool } from './support.js'
 
 // limits.queryTimeoutMs and idleTransactionTimeoutMs in transaction mode, over one server
 // connection: whatever a cut client leaves on it is what the next client would get.
-let db: TestDatabase
-let proxy: TestProxy
-
-beforeAll(async () => {
-  db = await createTestDatabase('pool_txn_timeouts')
-  const setup = new pg.Client({ connectionString: db.url })
-  await setup.connect()
-  await setup.query('CREATE TABLE notes (id int)')
-  await setup.end()
-  proxy = await startTestProxy(
-    {
-      pool: { mode: 'transaction', size: 1, waitTimeoutMs: 5000 },
-      auth: { file: writeUserlist() },
-      limits: { queryTimeoutMs: 1500, idleTransactionTimeoutMs: 1500 },
-    },
-    db.url,
-  )
+const pool = notesPool('pool_txn_timeouts', 1, {
+  queryTimeoutMs: 1500,
+  idleTransactionTimeoutMs: 1500,
 })
-
-afterAll(async () => {
-  await proxy?.close()
-  await db?.drop()
-})
-
-async function connect(): Promise<pg.Client> {
-  const client = new pg.Client({ connectionString: proxy.url('postgres', db.name, POOL_PASSWORD) })
-  client.on('error', () => {})
-  await client.connect()
-  return client
-}
+const connect = () => pool.connect()
 
 const pidOf = async (client: pg.Client): Promise<number> =>
   (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid

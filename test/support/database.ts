@@ -12,8 +12,12 @@ export interface TestDatabase {
 }
 
 /** Runs one statement as the superuser on the server's maintenance database. */
-export async function adminQuery(sql: string): Promise<pg.QueryResult> {
-  const client = new pg.Client({ connectionString: inject('postgresUrl') })
+export const adminQuery = (sql: string): Promise<pg.QueryResult> =>
+  queryOnce(inject('postgresUrl'), sql)
+
+/** Runs SQL on a connection of its own to `url`. */
+export async function queryOnce(url: string, sql: string): Promise<pg.QueryResult> {
+  const client = new pg.Client({ connectionString: url })
   await client.connect()
   try {
     return await client.query(sql)
