@@ -32,9 +32,24 @@ export const rowFunctionNameSql = (col: string, setting: string, unissued: strin
     ELSE 'fence_' || pg_catalog.md5(${col} || pg_catalog.chr(10) || ${setting} || pg_catalog.chr(10)
       || ${unissued}::text) END`
 
-/** The usual token (up to 18 digits, so the cast cannot fail) with maintenance off. */
-const usualTokenSql = `pg_catalog.length(token) BETWEEN 1 AND 18
-        AND pg_catalog.ltrim(token, '0123456789') = ''
+/**
+ * The token as a row trigger reads it: effectiveTokenSql with one CASE instead of a coalesce
+ * around one (split_part never gives NULL, so the two agree).
+ */
+const rowTokenSql = (setting: string): string =>
+  `CASE WHEN pg_catalog.starts_with(pg_catalog.current_query(), ${quoteLiteral(
+    statementTokenPrefix,
+  )}) THEN pg_catalog.split_part(pg_catalog.current_query(), '''', 2)
+    ELSE pg_catalog.current_setting(${setting}, true) END`
+
+/**
+ * The usual token (1 to 18 digits, so the cast cannot fail) with maintenance off. translate makes
+ * every digit a 0 and leaves any other character as it is; the result first occurs in 'x' and
+ * 18 zeros at position 2 exactly when it is 1 to 18 zeros (an empty text is found at 1, one with
+ * any other character at 1 or nowhere): two functions and an operator, where length BETWEEN
+ * (which names length twice) and ltrim took six.
+ */
+const usualTokenSql = `pg_catalog.strpos('x${'0'.repeat(18)}', pg_catalog.translate(token, '123456789', '000000000')) = 2
         AND coalesce(pg_catalog.current_setting('pgfence.maintenance', true), '') IN ('', 'off')`
 
 /** The relation a trigger fires on, as check_row names it. */
@@ -125,17 +140,20 @@ $fn$;
 -- usual case (a token of up to 18 digits, no lower than the committed one, the column left to
 -- pgfence, maintenance off) is one condition of built-ins; any other row goes to check_row.
 -- PL/pgSQL keeps the function compiled for the session but sets each expression up again in
--- every transaction, at a cost per function it names: so the usual path names few, and only the
--- branch of the row's operation is set up.
+-- every transaction, at a cost per node it names (more for a function or operator, which is also
+-- checked for EXECUTE): so the usual path names few, and only the branch of the row's operation
+-- is set up. STABLE, because a volatile PL/pgSQL function advances the command counter and takes
+-- a new snapshot before each expression it evaluates; this one reads no table (check_row, which
+-- does, is volatile and takes its own).
 CREATE OR REPLACE FUNCTION pgfence.create_row_function(col text, setting text, unissued boolean)
 RETURNS text LANGUAGE plpgsql AS $fn$
 DECLARE
   name text := 'pgfence.' || pg_catalog.quote_ident(${rowFunctionNameSql('col', 'setting', 'unissued')});
 BEGIN
   EXECUTE pg_catalog.format($def$
-CREATE OR REPLACE FUNCTION %1$s() RETURNS trigger LANGUAGE plpgsql AS $body$
+CREATE OR REPLACE FUNCTION %1$s() RETURNS trigger LANGUAGE plpgsql STABLE AS $body$
 DECLARE
-  token text := ${effectiveTokenSql('%4$L')};
+  token text := ${rowTokenSql('%4$L')};
 BEGIN
   IF TG_OP = 'UPDATE' THEN
     IF (CASE WHEN %5$s AND NEW.%2$I = OLD.%2$I AND ${usualTokenSql} THEN token::bigint >= OLD.%2$I
