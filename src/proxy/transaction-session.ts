@@ -482,10 +482,9 @@ export class TransactionSession {
   private betweenTransactions(): void {
     this.transactions++
     const { nativeRelay, pool } = this.options
-    // Settings read back and reset now: a session SET lasts its transaction, wherever it ran.
-    if (!nativeRelay || this.touched || this.giveBackWanted || this.closingWhenIdle)
-      return this.releaseServer()
-    if (!pool.hasSpare()) return this.releaseServer()
+    // After `touched`, settings are read back and reset now: a session SET lasts its transaction.
+    const keep = nativeRelay && !this.touched && !this.giveBackWanted && !this.closingWhenIdle
+    if (!keep || !pool.hasSpare()) return this.releaseServer()
     pool.keep(this.server!, this.giveBack)
     // Not from inside the server socket's read callback: Node reads on after it returns.
     setImmediate(this.relayNatively)
