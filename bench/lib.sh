@@ -120,7 +120,10 @@ pool: { mode: $mode, size: 20 }
 auth: { file: $WORK_DIR/$name-userlist.txt }
 $extra
 YAML
-  node dist/cli/main.js start --config "$config" >"$WORK_DIR/$name.log" 2>&1 &
+  # A session of its own, as PgBouncer's daemon mode gives it: Linux schedules each session as
+  # one group (autogroup), and a proxy in pgbench's session shares pgbench's CPU share and is
+  # switched out more often per transaction. (setsid execs in place: $! is pgfence's pid.)
+  setsid node dist/cli/main.js start --config "$config" >"$WORK_DIR/$name.log" 2>&1 &
   STARTED_PIDS+=($!)
   wait_for_postgres "$port" "$BENCH_DB" || {
     log "pgfence ($name) did not start; its log:"
