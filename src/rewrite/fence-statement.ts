@@ -10,6 +10,7 @@ import {
   type Target,
 } from './fence-target.js'
 import { Refusal } from './refusal.js'
+import { assignCommentToken, type TokenAssignment } from './token-assignment.js'
 import {
   matchIgnoringCase,
   matchTable,
@@ -28,6 +29,10 @@ export interface FenceContext extends TokenSource {
   resourceSetting: string
   /** SQL text of the statement's comment resource name: NULL, a literal or a `$n` placeholder. */
   commentResource: string
+  /** The statement's comment token is valid (1 to 18 digits). */
+  commentTokenValid: boolean
+  /** Filled by the walk: fence column assignments for the text (token-assignment.ts). */
+  assignments: TokenAssignment[]
 }
 
 /** One node on the way from the statement's root to a node, with the key it hangs under. */
@@ -38,9 +43,11 @@ export interface PathStep {
 
 /**
  * Fences every write in one statement's parse tree (CTEs, PREPARE, EXPLAIN, rules...), in place.
- * Row fences are the fence triggers' (see fence-triggers.ts): here their writes are only checked
- * for what pgfence refuses. Resource fences are gated in the statement. Returns whether anything
- * changed; throws a Refusal for writes that cannot be fenced.
+ * Row fences are the fence triggers' (see fence-triggers.ts): here their writes are checked for
+ * what pgfence refuses, and an UPDATE with a comment token gets the fence column assignment
+ * (ctx.assignments) for the trigger's cheapest check. Resource fences are gated in the statement.
+ * Returns whether the tree changed otherwise (so must be deparsed); throws a Refusal for writes
+ * that cannot be fenced.
  */
 export function fenceStatement(stmt: Node, ctx: FenceContext): boolean {
   let changed = false
@@ -120,7 +127,13 @@ function checkUpdate(node: Node, ctx: FenceContext): boolean {
   const t = targetOf(node.relation, ctx)
   if (!t) return false
   refuseFenceColumnWrite(t, node.targetList)
-  return rewritten(t, () => rewriteUpdate(node, t, ctx))
+  if (!t.table.triggered) {
+    rewriteUpdate(node, t, ctx)
+    return true
+  }
+  const assignment = assignCommentToken(node, t, ctx)
+  if (assignment) ctx.assignments.push(assignment)
+  return false
 }
 
 /** Untriggered tables get the proxy's own compare-and-raise (fence-rewrite.ts). */

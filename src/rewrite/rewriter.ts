@@ -15,6 +15,7 @@ import {
 } from './normalise.js'
 import { createPrefilter } from './prefilter.js'
 import { Refusal, refusalSql } from './refusal.js'
+import { spliceAssignments } from './token-assignment.js'
 import {
   canWrite,
   maintenanceNeedle,
@@ -226,6 +227,8 @@ export class FencingRewriter implements StatementRewriter {
         resourceSetting: this.fencing.resourceSetting,
         rejectUnissued: this.fencing.rejectUnissuedTokens,
         commentToken: tokenMark?.token ?? 'NULL',
+        commentTokenValid: tokenMark?.tokenValid === true,
+        assignments: [],
         commentResource: inStatement.find((m) => m.resource)?.resource ?? 'NULL',
       }
       let replacement: string
@@ -234,13 +237,16 @@ export class FencingRewriter implements StatementRewriter {
           throw preparedTokenRefusal(ctx.setting)
         const fenced = fenceStatement(entry.stmt, ctx)
         const truncate = fenced ? null : truncateGate(entry.stmt, ctx)
-        if (!fenced && truncate === null) return
+        if (!fenced && truncate === null && ctx.assignments.length === 0) return
         if (truncate !== null) exactOnly = true
         replacement =
           truncate ??
-          deparseSync(entry.stmt as Parameters<typeof deparseSync>[0], {
-            pretty: false,
-          })
+          (fenced
+            ? deparseSync(entry.stmt as Parameters<typeof deparseSync>[0], { pretty: false })
+            : // A normalised text's comment markers go, as a deparse drops every comment.
+              withoutMarkers(
+                spliceAssignments(text, start, end, ctx.assignments, offsets),
+              ).trimStart())
       } catch (err) {
         if (!(err instanceof Refusal)) throw err
         refusals.push(err)

@@ -43,6 +43,13 @@ const rowTokenSql = (setting: string): string =>
     ELSE pg_catalog.current_setting(${setting}, true) END`
 
 /**
+ * Whether the statement marker carries exactly the value of `column` (SQL text of a bigint): one
+ * function reads the text, where reading the marker's value takes three.
+ */
+const markerCarriesSql = (column: string): string =>
+  `pg_catalog.starts_with(pg_catalog.current_query(), ${quoteLiteral(statementTokenPrefix)} || ${column} || '''')`
+
+/**
  * The usual token (1 to 18 digits, so the cast cannot fail) with maintenance off. translate makes
  * every digit a 0 and leaves any other character as it is; the result first occurs in 'x' and
  * 18 zeros at position 2 exactly when it is 1 to 18 zeros (an empty text is found at 1, one with
@@ -136,15 +143,19 @@ $fn$;
 -- The row trigger function of one fence column and token setting (PL/pgSQL cannot name a column
 -- by a value, so each gets its own; the setting and rejectUnissuedTokens are written into it).
 -- Trigger arguments: token setting, requireToken, rejectUnissuedTokens, for check_row.
--- It is the only check of a fenced row and sets the fence column to the presented token. The
--- usual case (a token of up to 18 digits, no lower than the committed one, the column left to
--- pgfence, maintenance off) is one condition of built-ins; any other row goes to check_row.
+-- It is the only check of a fenced row and sets the fence column to the presented token. Two
+-- usual cases are one condition of built-ins each; any other row goes to check_row:
+-- - an UPDATE that raises the column to the token of the statement marker, with maintenance
+--   never set in the session. pgfence's rewrite of an UPDATE with a comment token sets the column
+--   so, and such a row needs neither the token's text read and checked nor the column assigned;
+-- - a token of up to 18 digits, no lower than the committed one, the column left to pgfence,
+--   maintenance off.
 -- PL/pgSQL keeps the function compiled for the session but sets each expression up again in
 -- every transaction, at a cost per node it names (more for a function or operator, which is also
--- checked for EXECUTE): so the usual path names few, and only the branch of the row's operation
--- is set up. STABLE, because a volatile PL/pgSQL function advances the command counter and takes
--- a new snapshot before each expression it evaluates; this one reads no table (check_row, which
--- does, is volatile and takes its own).
+-- checked for EXECUTE): so the usual paths name few, and only the expressions a row reaches are
+-- set up (the token is read after the first case). STABLE, because a volatile PL/pgSQL function
+-- advances the command counter and takes a new snapshot before each expression it evaluates;
+-- this one reads no table (check_row, which does, is volatile and takes its own).
 CREATE OR REPLACE FUNCTION pgfence.create_row_function(col text, setting text, unissued boolean)
 RETURNS text LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -153,9 +164,16 @@ BEGIN
   EXECUTE pg_catalog.format($def$
 CREATE OR REPLACE FUNCTION %1$s() RETURNS trigger LANGUAGE plpgsql STABLE AS $body$
 DECLARE
-  token text := ${rowTokenSql('%4$L')};
+  token text;
 BEGIN
   IF TG_OP = 'UPDATE' THEN
+    IF %5$s AND NEW.%2$I > OLD.%2$I THEN
+      IF ${markerCarriesSql('NEW.%2$I')}
+         AND pg_catalog.current_setting('pgfence.maintenance', true) IS NULL THEN
+        RETURN NEW;
+      END IF;
+    END IF;
+    token := ${rowTokenSql('%4$L')};
     IF (CASE WHEN %5$s AND NEW.%2$I = OLD.%2$I AND ${usualTokenSql} THEN token::bigint >= OLD.%2$I
         ELSE false END) THEN
       NEW.%2$I := token::bigint;
@@ -164,7 +182,9 @@ BEGIN
     NEW.%2$I := pgfence.check_row(TG_OP, OLD.%2$I, NEW.%2$I, %3$L, TG_ARGV[0],
       TG_ARGV[1]::boolean, TG_ARGV[2]::boolean, ${triggerRelationSql});
     RETURN NEW;
-  ELSIF TG_OP = 'INSERT' THEN
+  END IF;
+  token := ${rowTokenSql('%4$L')};
+  IF TG_OP = 'INSERT' THEN
     IF (CASE WHEN %5$s AND NEW.%2$I = 0 AND ${usualTokenSql} THEN true ELSE false END) THEN
       NEW.%2$I := token::bigint;
       RETURN NEW;

@@ -112,8 +112,9 @@ test('explain prints the upstream statement, a refusal, or pass-through', async 
   )
   expect(fenced.code).toBe(0)
   expect(fenced.out).toMatch(
-    // The row fence is the table's trigger: the statement only gets the token marker.
-    /^upstream: \/\*pgfence:token='7'\*\/ UPDATE invoices SET id = 2 \/\*fencing_token='7'\*\/\n$/,
+    // The row fence is the table's trigger: the statement gets the token marker, and the fence
+    // column set to the token for the trigger's cheapest check.
+    /^upstream: \/\*pgfence:token='7'\*\/ UPDATE invoices SET "fencing_token" = '7', id = 2 \/\*fencing_token='7'\*\/\n$/,
   )
   const refused = await capture(() => explain(['--config', configFile, 'TRUNCATE invoices']))
   expect(refused.out).toMatch(

@@ -301,3 +301,73 @@ describe('inserts and upserts', () => {
     await admin.query('DELETE FROM invoices WHERE id < 10')
   })
 })
+
+describe('an UPDATE with a comment token (the fence column set to it)', () => {
+  const comment = (sql: string, token: string) => app.query(`${sql} /*fencing_token='${token}'*/`)
+
+  test('raises the row to the token, keeps an equal one, refuses a lower one', async () => {
+    await comment("UPDATE invoices SET status = 'A' WHERE id = 99", '150')
+    expect(await row99()).toEqual({ status: 'A', fencing_token: '150' })
+    await comment("UPDATE invoices SET status = 'B' WHERE id = 99", '150')
+    expect(await row99()).toEqual({ status: 'B', fencing_token: '150' })
+    expect(await sqlstateOf(comment("UPDATE invoices SET status = 'C' WHERE id = 99", '149'))).toBe(
+      'PF409',
+    )
+    expect(await row99()).toEqual({ status: 'B', fencing_token: '150' })
+    expect(await sqlstateOf(comment("UPDATE invoices SET status = 'C' WHERE id = 99", 'x'))).toBe(
+      'PF400',
+    )
+  })
+
+  test('multi-column SET in a CTE, prepared, and a row of many that is stale', async () => {
+    await comment(
+      "WITH u AS (UPDATE invoices SET (status, amount) = ('M', 5) WHERE id = 99 RETURNING id) SELECT count(*) FROM u",
+      '160',
+    )
+    expect(await row99()).toEqual({ status: 'M', fencing_token: '160' })
+    await app.query(
+      "UPDATE invoices SET status = $1 WHERE id = $2 /*fencing_token='161'*/",
+      ['P', 99],
+      'comment-update',
+    )
+    expect(await row99()).toEqual({ status: 'P', fencing_token: '161' })
+    await admin.query("INSERT INTO invoices (id, status, fencing_token) VALUES (98, 'NEW', 300)")
+    try {
+      const both = "UPDATE invoices SET status = 'BOTH' WHERE id IN (98, 99)"
+      expect(await sqlstateOf(comment(both, '200'))).toBe('PF409')
+      const rows = await admin.query('SELECT status FROM invoices WHERE id IN (98, 99) ORDER BY id')
+      expect(rows.rows).toEqual([{ status: 'NEW' }, { status: 'P' }])
+    } finally {
+      await admin.query('DELETE FROM invoices WHERE id = 98')
+    }
+  })
+
+  test('a session that has set maintenance off is fenced the same', async () => {
+    await app.query('SET pgfence.maintenance = off')
+    expect(await sqlstateOf(comment("UPDATE invoices SET status = 'X' WHERE id = 99", '99'))).toBe(
+      'PF409',
+    )
+    await comment("UPDATE invoices SET status = 'Y' WHERE id = 99", '170')
+    expect(await row99()).toEqual({ status: 'Y', fencing_token: '170' })
+  })
+
+  test('a direct connection may set the column only to the token it presents', async () => {
+    const direct = new pg.Client({ connectionString: db.url })
+    await direct.connect()
+    try {
+      // The marker presents 300, as SET app.fencing_token = 300 would.
+      await direct.query(
+        "/*pgfence:token='300'*/ UPDATE invoices SET status = 'D', fencing_token = 300 WHERE id = 99",
+      )
+      expect(await row99()).toEqual({ status: 'D', fencing_token: '300' })
+      const other = "/*pgfence:token='301'*/ UPDATE invoices SET fencing_token = 302 WHERE id = 99"
+      expect(await sqlstateOf(direct.query(other))).toBe('PF501')
+      await direct.query('SET app.fencing_token = 400')
+      const forged = 'UPDATE invoices SET fencing_token = 500 WHERE id = 99'
+      expect(await sqlstateOf(direct.query(forged))).toBe('PF501')
+      expect(await row99()).toEqual({ status: 'D', fencing_token: '300' })
+    } finally {
+      await direct.end()
+    }
+  })
+})

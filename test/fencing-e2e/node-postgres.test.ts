@@ -313,8 +313,11 @@ describe('pass-through', () => {
     await app.query('SET app.fencing_token = 101')
     const text = "UPDATE invoices SET status = 'SEEN' WHERE id = 99 RETURNING current_query() AS q"
     expect((await app.query(text)).rows[0].q).toBe(text)
+    // An UPDATE with a comment token also sets the fence column to it, for the trigger.
     const commented = await app.query(`${text} /*fencing_token='102'*/`)
-    expect(commented.rows[0].q).toMatch(/^\/\*pgfence:token='102'\*\/ UPDATE invoices SET status/)
+    expect(commented.rows[0].q).toMatch(
+      /^\/\*pgfence:token='102'\*\/ UPDATE invoices SET "fencing_token" = '102', status/,
+    )
     expect(await stack.invoice(99)).toEqual({ status: 'SEEN', fencing_token: '102' })
   })
 })

@@ -119,7 +119,7 @@ describe('write shapes', () => {
     expect(
       rewriter.rewriteParse('UPDATE invoices SET status = $2 WHERE id = $1 /* fencing_token=5 */'),
     ).toBe(
-      "/*pgfence:token='5'*/ UPDATE invoices SET status = $2 WHERE id = $1 /* fencing_token=5 */",
+      `/*pgfence:token='5'*/ UPDATE invoices SET "fencing_token" = '5', status = $2 WHERE id = $1 /* fencing_token=5 */`,
     )
   })
 })
@@ -131,7 +131,7 @@ describe('multi-statement queries and comment tokens', () => {
     )!
     const [first, second, third, fourth] = out.split(';')
     expect(first).toBe("/*pgfence:token='7'*/ BEGIN")
-    expect(second).toBe(' UPDATE invoices SET a = 1 /* fencing_token=7 */')
+    expect(second).toBe(` UPDATE invoices SET "fencing_token" = '7', a = 1 /* fencing_token=7 */`)
     expect(third).toBe(" select  'keep' /* fencing_token=7 */")
     expect(fourth).toBe(' COMMIT')
   })
@@ -160,8 +160,10 @@ describe('multi-statement queries and comment tokens', () => {
 
   test('a leading sqlcommenter comment belongs to the statement after it', () => {
     const out = rewriter.rewriteQuery("/*fencing_token='9',route='x'*/ UPDATE invoices SET a = 1")!
-    expect(out).toBe(
-      `/*pgfence:token='9'*/ /*fencing_token='9',route='x'*/ UPDATE invoices SET a = 1`,
+    expect(out).toBe(`/*pgfence:token='9'*/ UPDATE invoices SET "fencing_token" = '9', a = 1`)
+    // A statement that only gets the marker keeps its comments.
+    expect(rewriter.rewriteQuery("/*fencing_token='9',route='x'*/ DELETE FROM invoices")).toBe(
+      `/*pgfence:token='9'*/ /*fencing_token='9',route='x'*/ DELETE FROM invoices`,
     )
   })
 })
@@ -210,11 +212,30 @@ describe('cache', () => {
   })
 
   test('a statement that only gets the marker has a template for the native relay', () => {
+    const template = rewriter.templateForQuery('DELETE FROM invoices WHERE id = $1 /*@v*/')!
+    expect(fillTemplate(template, ['17', "'5'"])).toBe(
+      "/*pgfence:token='5'*/ DELETE FROM invoices WHERE id = 17  ",
+    )
+  })
+
+  test('an UPDATE with a comment token sets the fence column to it, in its template too', async () => {
     const template = rewriter.templateForQuery(
-      'UPDATE invoices SET status = $1 WHERE id = $2 /*@v*/',
+      'UPDATE invoices SET (status, a) = ($1, $2) WHERE id = $3 /*@v*/',
     )!
-    expect(fillTemplate(template, ["'A'", '17', "'5'"])).toBe(
-      "/*pgfence:token='5'*/ UPDATE invoices SET status = 'A' WHERE id = 17  ",
+    expect(fillTemplate(template, ["'A'", '1', '17', "'5'"])).toBe(
+      `/*pgfence:token='5'*/ UPDATE invoices SET "fencing_token" = '5', (status, a) = ('A', 1) WHERE id = 17  `,
+    )
+    // An invalid token is the trigger's to refuse (PF400): the column is left alone.
+    expect(rewriter.rewriteQuery("UPDATE invoices SET a = 1 /*fencing_token='x'*/")).toBe(
+      "/*pgfence:token='-'*/ UPDATE invoices SET a = 1 /*fencing_token='x'*/",
+    )
+    // Quoted names, and a table with rejectUnissuedTokens, whose rows all take the full check.
+    expect(rewriter.rewriteParse(`UPDATE billing."Ledger" SET a = 1 -- fencing_token=3`)).toBe(
+      `/*pgfence:token='3'*/ UPDATE billing."Ledger" SET "Fence" = '3', a = 1 -- fencing_token=3`,
+    )
+    const unissued = await createRewriter({ ...fencing, rejectUnissuedTokens: true })
+    expect(unissued.rewriteQuery("UPDATE invoices SET a = 1 /*fencing_token='3'*/")).toBe(
+      "/*pgfence:token='3'*/ UPDATE invoices SET a = 1 /*fencing_token='3'*/",
     )
   })
 
