@@ -166,13 +166,14 @@ CREATE OR REPLACE FUNCTION %1$s() RETURNS trigger LANGUAGE plpgsql STABLE AS $bo
 DECLARE
   token text;
 BEGIN
-  IF TG_OP = 'UPDATE' THEN
-    IF %5$s AND NEW.%2$I > OLD.%2$I THEN
-      IF ${markerCarriesSql('NEW.%2$I')}
-         AND pg_catalog.current_setting('pgfence.maintenance', true) IS NULL THEN
-        RETURN NEW;
-      END IF;
+  -- Before the TG_OP test, which costs as much: outside an UPDATE, NEW or OLD is NULL.
+  IF %5$s AND NEW.%2$I > OLD.%2$I THEN
+    IF ${markerCarriesSql('NEW.%2$I')}
+       AND pg_catalog.current_setting('pgfence.maintenance', true) IS NULL THEN
+      RETURN NEW;
     END IF;
+  END IF;
+  IF TG_OP = 'UPDATE' THEN
     token := ${rowTokenSql('%4$L')};
     IF (CASE WHEN %5$s AND NEW.%2$I = OLD.%2$I AND ${usualTokenSql} THEN token::bigint >= OLD.%2$I
         ELSE false END) THEN
