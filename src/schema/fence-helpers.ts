@@ -55,9 +55,10 @@ BEGIN
     RETURN NULL;
   END IF;
   IF raw !~ '^[0-9]+$' OR raw::numeric > 9223372036854775807 THEN
+    -- The statement marker carries an invalid comment token as '-' (statement-marker.ts).
     PERFORM pgfence.refuse('PF400', 'invalid fencing token',
-      'fencing token ' || pg_catalog.quote_literal(raw)
-        || ' is not an integer in [0, 9223372036854775807]',
+      'fencing token ' || CASE WHEN comment_token = '-' THEN 'in the statement''s comment'
+        ELSE pg_catalog.quote_literal(raw) END || ' is not an integer in [0, 9223372036854775807]',
       'present the token exactly as the lock service issued it', rel, col);
   END IF;
   RETURN raw::bigint;

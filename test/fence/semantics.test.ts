@@ -131,6 +131,17 @@ describe('errors', () => {
     expect(await row99()).toEqual({ status: 'PENDING', fencing_token: '100' })
   })
 
+  test("an invalid comment token's DETAIL names the comment, not the marker's stand-in", async () => {
+    const err = await app
+      .query("UPDATE invoices SET status = 'X' WHERE id = 99 /*fencing_token='abc'*/")
+      .catch((e: unknown) => e as { code?: string; detail?: string })
+    expect(err).toMatchObject({
+      code: 'PF400',
+      detail:
+        "fencing token in the statement's comment is not an integer in [0, 9223372036854775807]",
+    })
+  })
+
   // Every outcome of a comment token, for UPDATE and DELETE alike.
   test.each([
     ['an equal token', '100', 'commits', '100'],
