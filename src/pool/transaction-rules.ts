@@ -80,7 +80,7 @@ function refusedFeature(words: string[]): string | null {
     const starts = i === 0 || words[i - 1] === ';'
     if (starts && word === 'listen') return 'LISTEN'
     if (SESSION_LOCKS.has(word)) return 'session advisory locks'
-    if (starts && word === 'declare' && holdsCursor(words, i)) return 'DECLARE … WITH HOLD'
+    if (starts && word === 'declare' && holdsCursor(words, i)) return 'DECLARE ... WITH HOLD'
     if (starts && word === 'create' && keepsTempTable(words, i))
       return 'temporary tables kept between transactions (use ON COMMIT DROP)'
   }

@@ -53,6 +53,14 @@ describe('transaction pooling', () => {
     await client.end()
   })
 
+  test('a refusal reaches a client whose encoding is not UTF-8 as it is', async () => {
+    const { stderr } = await runCommand(pgBin('psql'), ['-X', '-At', '-d', url()], {
+      input: 'BEGIN;\nDECLARE c CURSOR WITH HOLD FOR SELECT 1;\n',
+      env: { PGCLIENTENCODING: 'EUC_JP' },
+    })
+    expect(stderr).toContain('ERROR:  DECLARE ... WITH HOLD not supported in transaction pooling')
+  })
+
   test('a temporary table dropped at commit works', async () => {
     const client = await connect()
     await client.query('BEGIN')
