@@ -19,6 +19,7 @@ import { RequestTracker, type RequestProgress } from './request-progress.js'
 import { onServerError, parameterRefusal, type OnRejection } from './server-notices.js'
 import type { SessionState } from './session.js'
 import { encodingOf, interceptStatement } from './statement-interceptor.js'
+import { readableRefusal, refusalStatement } from './transaction-pool-refusals.js'
 
 export interface TransactionSessionOptions {
   pool: Pool
@@ -53,12 +54,6 @@ function sameSettings(server: Map<string, string>, client: Map<string, string>):
 }
 
 const literal = (text: string) => `'${text.replaceAll("'", "''")}'`
-
-/** A statement that fails in PostgreSQL, at its place in the stream, with pgfence's refusal. */
-const refusal = (feature: string) =>
-  `DO $pgfence$BEGIN RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = ${literal(
-    `${feature} not supported in transaction pooling mode`,
-  )}; END$pgfence$`
 
 const closeStatement = (name: string) =>
   typedMessage('C', Buffer.from('S'), Buffer.from(`${name}\0`, 'utf8'))
@@ -395,7 +390,8 @@ export class TransactionSession {
     if (effects.forgets === 'all') this.statements.clear()
     else if (effects.forgets) this.statements.delete(effects.forgets)
     if (effects.forgets) this.server!.prepared.clear()
-    if (effects.refused) return this.replaceText(message, textAt, end, refusal(effects.refused))
+    if (effects.refused)
+      return this.replaceText(message, textAt, end, refusalStatement(effects.refused))
     const rewriter = this.options.live.current.rewriter
     return rewriter ? interceptStatement(message, rewriter) : message
   }
@@ -461,11 +457,18 @@ export class TransactionSession {
     return true
   }
 
-  /** As without pooling: rejections counted, logged and readable; SQL lexed as pgfence does. */
+  /**
+   * As without pooling: rejections counted, logged and readable; SQL lexed as pgfence does. The
+   * refusals, too, reach the client without the CONTEXT of the statement that raised them.
+   */
   private relayed(message: Buffer): Buffer {
     const { logger, onRejection, live } = this.options
-    if (message[0] === Backend.ErrorResponse)
-      return onServerError(message, decodeErrorFields(message), logger, onRejection) ?? message
+    if (message[0] === Backend.ErrorResponse) {
+      const fields = decodeErrorFields(message)
+      const replaced =
+        readableRefusal(message, fields) ?? onServerError(message, fields, logger, onRejection)
+      return replaced ?? message
+    }
     if (message[0] === Backend.ParameterStatus && live.current.rewriter) {
       const refusal = parameterRefusal(message)
       if (refusal) this.fail(refusal)
