@@ -1,10 +1,17 @@
 import { tokenize } from '../rewrite/lexer.js'
 import { Lru } from '../rewrite/lru.js'
 
+/** The features that would outlive the transaction, on a connection other clients use next. */
+export type RefusedFeature =
+  | 'LISTEN'
+  | 'session advisory locks'
+  | 'DECLARE ... WITH HOLD'
+  | 'temporary tables kept between transactions'
+
 /** What a statement means for transaction pooling, read from its words (never literals). */
 export interface StatementEffects {
   /** A feature that cannot outlive the transaction: refused with 0A000. */
-  refused: string | null
+  refused: RefusedFeature | null
   /** It may change session settings (SET, RESET, set_config, DISCARD): read them after. */
   touchesSettings: boolean
   /** Prepared statements it drops: all of them, or one name. */
@@ -74,15 +81,15 @@ function lexedEffects(sql: string): StatementEffects {
   }
 }
 
-function refusedFeature(words: string[]): string | null {
+function refusedFeature(words: string[]): RefusedFeature | null {
   for (let i = 0; i < words.length; i++) {
     const word = words[i]!
     const starts = i === 0 || words[i - 1] === ';'
     if (starts && word === 'listen') return 'LISTEN'
     if (SESSION_LOCKS.has(word)) return 'session advisory locks'
-    if (starts && word === 'declare' && holdsCursor(words, i)) return 'DECLARE … WITH HOLD'
+    if (starts && word === 'declare' && holdsCursor(words, i)) return 'DECLARE ... WITH HOLD'
     if (starts && word === 'create' && keepsTempTable(words, i))
-      return 'temporary tables kept between transactions (use ON COMMIT DROP)'
+      return 'temporary tables kept between transactions'
   }
   return null
 }

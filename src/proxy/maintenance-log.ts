@@ -19,6 +19,9 @@ const turnsOff = new RegExp(
 /** Turns it on until the transaction ends, at the most. */
 const setLocal = /^\s*set\s+local\s+pgfence\.maintenance\b[^;]*;?\s*$/i
 
+/** The messages that run statements: those observe() logs. */
+export const observedTypes = new Set<number>([Frontend.Query, Frontend.Parse, Frontend.Bind])
+
 /** A client's startup parameters turn maintenance on (`options=-c pgfence.maintenance=on`). */
 export const startsInMaintenance = (params: Map<string, string>): boolean =>
   [...params].some((entry) => entry.join('=').toLowerCase().includes(maintenanceNeedle))

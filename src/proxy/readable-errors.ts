@@ -1,4 +1,8 @@
-import { decodeErrorResponse, encodeErrorResponse } from '../wire/error-response.js'
+import {
+  decodeErrorResponse,
+  encodeErrorResponse,
+  type ErrorField,
+} from '../wire/error-response.js'
 import { Backend } from '../wire/protocol.js'
 
 /** A CONTEXT entry of pgfence's own PL/pgSQL, and the statement text one of them ran. */
@@ -16,9 +20,20 @@ export function readableError(message: Buffer): Buffer | undefined {
   // latin1: byte for byte, whatever the client_encoding; the markers are ASCII.
   const fields = decodeErrorResponse(message, 'latin1')
   if (!fields.some(([key, value]) => key === 'C' && value.startsWith('PF'))) return undefined
+  return withContext(fields, withoutOwnContext)
+}
+
+/**
+ * The ErrorResponse of `fields` (decoded as latin1) with its CONTEXT passed through `clean`,
+ * and dropped when that leaves nothing; undefined when the CONTEXT stays as it is.
+ */
+export function withContext(
+  fields: ErrorField[],
+  clean: (context: string) => string,
+): Buffer | undefined {
   const at = fields.findIndex(([key]) => key === 'W')
   if (at < 0) return undefined
-  const context = withoutOwnContext(fields[at]![1])
+  const context = clean(fields[at]![1])
   if (context === fields[at]![1]) return undefined
   if (context === '') fields.splice(at, 1)
   else fields[at] = ['W', context]

@@ -4,27 +4,22 @@ import type { Logger } from '../log.js'
 import type { Pool } from '../pool/pool.js'
 import type { ServerConnection } from '../pool/server-connection.js'
 import { settingsStatement } from '../pool/startup-settings.js'
-import { RULE_WORDS, statementEffects } from '../pool/transaction-rules.js'
+import { statementEffects } from '../pool/transaction-rules.js'
 import { readBackendKey, type BackendKey } from '../server/cancel-forwarder.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
 import { backendKeyData, query, readCString, typedMessage } from '../wire/messages.js'
 import { Backend, Frontend, FRONTEND_TYPES, HEADER_BYTES } from '../wire/protocol.js'
-import { resumeReading } from '../wire/socket-handle.js'
 import { cutError, type CutReason } from './cut-outcome.js'
+import { KeptConnectionRelay } from './kept-connection-relay.js'
 import type { PooledClient, PoolingContext } from './pooled-startup.js'
 import type { SettingsHolder } from './live-settings.js'
-import { idleBefore, MaintenanceLog } from './maintenance-log.js'
-import {
-  asciiOnly,
-  relaySession,
-  type NativeRelay,
-  type NativeRelaySettings,
-} from './native-relay.js'
+import { idleBefore, MaintenanceLog, observedTypes } from './maintenance-log.js'
 import { RequestTracker, type RequestProgress } from './request-progress.js'
 import { onServerError, parameterRefusal, type OnRejection } from './server-notices.js'
 import type { SessionState } from './session.js'
 import { encodingOf, interceptStatement } from './statement-interceptor.js'
+import { readableRefusal, refusalStatement } from './transaction-pool-refusals.js'
 
 export interface TransactionSessionOptions {
   pool: Pool
@@ -45,9 +40,6 @@ export interface TransactionSessionOptions {
   cancelBackend(key: BackendKey): Promise<void>
 }
 
-/** The messages that run statements: logged under pgfence.maintenance. */
-const loggedTypes = new Set<number>([Frontend.Query, Frontend.Parse, Frontend.Bind])
-
 const NOTHING = Buffer.alloc(0)
 const PARSE_COMPLETE = 0x31
 const CLOSE_COMPLETE = 0x33
@@ -62,12 +54,6 @@ function sameSettings(server: Map<string, string>, client: Map<string, string>):
 }
 
 const literal = (text: string) => `'${text.replaceAll("'", "''")}'`
-
-/** A statement that fails in PostgreSQL, at its place in the stream, with pgfence's refusal. */
-const refusal = (feature: string) =>
-  `DO $pgfence$BEGIN RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = ${literal(
-    `${feature} not supported in transaction pooling mode`,
-  )}; END$pgfence$`
 
 const closeStatement = (name: string) =>
   typedMessage('C', Buffer.from('S'), Buffer.from(`${name}\0`, 'utf8'))
@@ -113,9 +99,8 @@ export class TransactionSession {
   private transactions = 0
   /** Set by closeWhenIdle: sent once the client holds no server connection. */
   private closingWhenIdle: PgError | null = null
-  private native: NativeRelay | null = null
-  /** Transactions the native relay counted before it stopped. */
-  private nativeTransactions = 0
+  /** The native relay's part: it carries the session while the client keeps its connection. */
+  private readonly kept: KeptConnectionRelay
   /** A client waits for a connection: give the kept one back at the end of the transaction. */
   private giveBackWanted = false
   private readonly maintenance: MaintenanceLog
@@ -130,6 +115,15 @@ export class TransactionSession {
     this.closed = new Promise((resolve) => (this.markClosed = resolve))
     this.settings = new Map(options.settings.map(([name, value]) => [name.toLowerCase(), value]))
     this.maintenance = new MaintenanceLog(options.logger, new Map(options.settings))
+    this.kept = new KeptConnectionRelay({
+      client: this.client,
+      statements: this.statements,
+      live: options.live,
+      maintenance: this.maintenance,
+      fromClient: (message) => this.handedOver(message),
+      fromServer: (message) => this.relayed(message),
+      onClose: (kind, detail) => this.keptClosed(kind, detail),
+    })
     this.framer = new MessageFramer(
       {
         forward: () => {},
@@ -159,12 +153,12 @@ export class TransactionSession {
    */
   progress(): RequestProgress | null {
     if (this.ended || !this.server) return null
-    return this.native ? this.native.progress() : this.requests.snapshot()
+    return this.kept.progress() ?? this.requests.snapshot()
   }
 
   state(): SessionState {
-    const native = this.native?.progress()
-    const transactions = this.transactions + this.nativeTransactions + (native?.transactions ?? 0)
+    const native = this.kept.progress()
+    const transactions = this.transactions + this.kept.transactions
     const idle = native
       ? native.outstanding === 0 && native.status === 'I'
       : !this.checkingOut &&
@@ -175,19 +169,19 @@ export class TransactionSession {
   }
 
   get relayedNatively(): boolean {
-    return this.native !== null
+    return this.kept.active
   }
 
   /** A config reload: the framer follows the new limits; statements read the rewriter anew. */
   reconfigure(): void {
     this.framer.maxMessageBytes = this.options.live.current.limits.maxMessageBytes
-    this.native?.update(this.nativeSettings())
+    this.kept.reconfigure()
   }
 
   /** Closes the session now if it is idle, else once it is. */
   closeWhenIdle(error: PgError): void {
     this.closingWhenIdle = error
-    if (this.state().idle || this.native?.closeWhenIdle()) this.terminate(error)
+    if (this.state().idle || this.kept.closeWhenIdle()) this.terminate(error)
   }
 
   /**
@@ -205,14 +199,14 @@ export class TransactionSession {
     const key = busy ? readBackendKey(backendKeyData(server.backendKey)) : null
     const cancelled = key ? this.options.cancelBackend(key) : undefined
     // The server's messages reach the client whole before the error.
-    const atBoundary = this.native ? this.takeBack() : true
+    const atBoundary = this.kept.active ? this.kept.takeBack() : true
     if (atBoundary && this.client.writable) this.client.write(error.encode())
     this.finish(!busy)
     await cancelled
   }
 
   terminate(error?: PgError): void {
-    const atBoundary = this.native ? this.takeBack() : this.outstanding === 0
+    const atBoundary = this.kept.active ? this.kept.takeBack() : this.outstanding === 0
     if (error && this.client.writable && atBoundary) this.client.write(error.encode())
     this.finish()
   }
@@ -222,7 +216,7 @@ export class TransactionSession {
     if (this.ended) return
     if (message[0] === Frontend.Terminate) return this.finish()
     this.requests.clientMessage(message, 0, message.length)
-    if (loggedTypes.has(message[0]!)) {
+    if (observedTypes.has(message[0]!)) {
       const idle = !this.checkingOut && idleBefore(message, this.requests.snapshot())
       this.maintenance.observe(message, idle)
     }
@@ -396,7 +390,8 @@ export class TransactionSession {
     if (effects.forgets === 'all') this.statements.clear()
     else if (effects.forgets) this.statements.delete(effects.forgets)
     if (effects.forgets) this.server!.prepared.clear()
-    if (effects.refused) return this.replaceText(message, textAt, end, refusal(effects.refused))
+    if (effects.refused)
+      return this.replaceText(message, textAt, end, refusalStatement(effects.refused))
     const rewriter = this.options.live.current.rewriter
     return rewriter ? interceptStatement(message, rewriter) : message
   }
@@ -462,11 +457,18 @@ export class TransactionSession {
     return true
   }
 
-  /** As without pooling: rejections counted, logged and readable; SQL lexed as pgfence does. */
+  /**
+   * As without pooling: rejections counted, logged and readable; SQL lexed as pgfence does. The
+   * refusals, too, reach the client without the CONTEXT of the statement that raised them.
+   */
   private relayed(message: Buffer): Buffer {
     const { logger, onRejection, live } = this.options
-    if (message[0] === Backend.ErrorResponse)
-      return onServerError(message, decodeErrorFields(message), logger, onRejection) ?? message
+    if (message[0] === Backend.ErrorResponse) {
+      const fields = decodeErrorFields(message)
+      const replaced =
+        readableRefusal(message, fields) ?? onServerError(message, fields, logger, onRejection)
+      return replaced ?? message
+    }
     if (message[0] === Backend.ParameterStatus && live.current.rewriter) {
       const refusal = parameterRefusal(message)
       if (refusal) this.fail(refusal)
@@ -487,7 +489,7 @@ export class TransactionSession {
     if (!keep || !pool.hasSpare()) return this.releaseServer()
     pool.keep(this.server!, this.giveBack)
     // Not from inside the server socket's read callback: Node reads on after it returns.
-    setImmediate(this.relayNatively)
+    setImmediate(this.relayKept)
   }
 
   /** The JavaScript relay stands between transactions: nothing half sent, expected or queued. */
@@ -509,7 +511,7 @@ export class TransactionSession {
   private readonly giveBack = (): void => {
     if (!this.server || this.checkingOut || this.ended) return
     this.giveBackWanted = true
-    if (this.native ? this.native.closeWhenIdle() && this.takeBack() : this.atRest())
+    if (this.kept.active ? this.kept.closeWhenIdle() && this.kept.takeBack() : this.atRest())
       this.releaseServer()
   }
 
@@ -556,64 +558,24 @@ export class TransactionSession {
   }
 
   private fail(error: PgError): void {
-    if (this.native) this.takeBack()
+    if (this.kept.active) this.kept.takeBack()
     if (this.client.writable) this.client.write(error.encode())
     this.finish()
   }
 
-  /**
-   * Hands the client and its kept connection to the native relay, when both are plain TCP (or
-   * native TLS channels), the JavaScript relay is at rest and the connection holds exactly the
-   * client's named statements (a Bind the relay passes on must find the client's own). Else the
-   * JavaScript relay carries on.
-   */
-  private readonly relayNatively = (): void => {
+  /** The kept connection goes to the native relay once the JavaScript relay is at rest. */
+  private readonly relayKept = (): void => {
     const server = this.server
-    if (!server || this.native || this.ended || this.checkingOut) return
-    if (!this.atRest() || !this.holdsOwnStatements(server)) return
-    this.native = relaySession(
-      this.client,
-      server.socket,
-      {
-        ...this.nativeSettings(),
-        outstanding: 0,
-        onMessage: (message) => this.fromClientNatively(message),
-        onServerMessage: (message) => {
-          const relayed = this.relayed(message)
-          return relayed === message ? undefined : relayed
-        },
-        onClose: (kind, detail) => this.nativeClosed(kind, detail),
-      },
-      // Both read again when the session takes them back.
-      { clientReadsAgain: true, serverReadsAgain: true },
-    )
+    if (!server || this.ended || this.checkingOut || !this.atRest()) return
+    this.kept.relay(server)
   }
 
-  private holdsOwnStatements(server: ServerConnection): boolean {
-    if (server.prepared.size !== this.statements.size) return false
-    for (const [name, parse] of server.prepared)
-      if (this.statements.get(name) !== parse) return false
-    return true
-  }
-
-  private nativeSettings(): NativeRelaySettings {
-    const { rewriter, limits } = this.options.live.current
-    // Under maintenance every Query, Parse and Bind comes to JavaScript, to be logged.
-    const maintenance = this.maintenance.on
-    const fencing = rewriter ? asciiOnly(rewriter.prefilterNeedles) : []
-    return {
-      maxMessageBytes: limits.maxMessageBytes,
-      interceptTypes: maintenance ? 'QPCXB' : 'QPCX',
-      statementNeedles: fencing && !maintenance ? [...RULE_WORDS, ...fencing] : undefined,
-    }
-  }
-
-  /** A message the native relay hands over: the bytes to send in its place, or undefined. */
-  private fromClientNatively(message: Buffer): Buffer | undefined {
+  /**
+   * A message the native relay hands over (Query, Parse, Close; Bind under maintenance), noted
+   * as the JavaScript relay notes what it sends: the bytes to send in its place.
+   */
+  private handedOver(message: Buffer): Buffer {
     const type = message[0]
-    // The connection stays pgfence's: the session ends when the client closes its socket.
-    if (type === Frontend.Terminate) return NOTHING
-    if (loggedTypes.has(type!)) this.observeNatively(message)
     let out = message
     if (type === Frontend.Query) out = this.statement(message, HEADER_BYTES)
     else if (type === Frontend.Close) this.closeNamed(message)
@@ -625,40 +587,19 @@ export class TransactionSession {
     // Settings are read back when the connection goes back: at the end of this transaction.
     if (this.touched) {
       this.giveBackWanted = true
-      this.native!.closeWhenIdle()
+      this.kept.closeWhenIdle()
     }
-    return out === message ? undefined : out
+    return out
   }
 
-  /** Logs the statement under maintenance; the relay shows every one while that is on. */
-  private observeNatively(message: Buffer): void {
-    const native = this.native!
-    const was = this.maintenance.on
-    this.maintenance.observe(message, idleBefore(message, native.progress()))
-    if (this.maintenance.on !== was) native.update(this.nativeSettings())
-  }
-
-  private nativeClosed(kind: 'client' | 'server' | 'invalid' | 'idle', detail?: string): void {
+  /** The native relay stopped on its own: a socket closed, the client broke the protocol, idle. */
+  private keptClosed(kind: 'client' | 'server' | 'invalid' | 'idle', detail?: string): void {
     if (kind === 'server') return this.serverClosed()
     if (kind === 'invalid') return this.fail(new PgError('08P01', detail ?? 'invalid message'))
     if (kind === 'client') return this.finish()
     if (this.closingWhenIdle) return this.terminate(this.closingWhenIdle)
-    this.takeBack()
+    this.kept.takeBack()
     this.releaseServer()
-  }
-
-  /** The JavaScript relay carries the session again; returns whether the server's bytes end whole. */
-  private takeBack(): boolean {
-    const native = this.native!
-    const server = this.server!
-    this.nativeTransactions += native.progress().transactions
-    const { toClient, toServer, serverAtBoundary } = native.stop()
-    this.native = null
-    resumeReading(this.client)
-    resumeReading(server.socket)
-    if (toClient.length > 0) this.client.write(toClient)
-    if (toServer.length > 0) server.socket.write(toServer)
-    return serverAtBoundary
   }
 
   /**
@@ -668,7 +609,7 @@ export class TransactionSession {
   private finish(reusable = true): void {
     if (this.ended) return
     this.ended = true
-    if (this.native) this.takeBack()
+    if (this.kept.active) this.kept.takeBack()
     const server = this.server
     if (server) {
       if (reusable) this.flush()

@@ -1,4 +1,4 @@
-import pg from 'pg'
+import pg, { type DatabaseError } from 'pg'
 import { serialize } from 'pg-protocol'
 import { expect, test } from 'vitest'
 import { relayUnderTest } from '../support/proxy.js'
@@ -88,7 +88,9 @@ test('a refused feature stays refused while the client keeps its server', async 
   await client.query('SELECT 1')
   await keptNatively(1)
   expect(await sqlstateOf(client.query('LISTEN jobs'))).toBe('0A000')
-  expect(await sqlstateOf(client.query('SELECT pg_advisory_lock(1)'))).toBe('0A000')
+  const err = (await client.query('SELECT pg_advisory_lock(1)').catch((e) => e)) as DatabaseError
+  expect(err).toMatchObject({ code: '0A000', hint: expect.stringContaining('xact_lock') })
+  expect(err.where).toBeUndefined()
   expect((await client.query('SELECT 2 AS v')).rows).toEqual([{ v: 2 }])
   await client.end()
 })

@@ -43,14 +43,51 @@ describe('transaction pooling', () => {
     ['SELECT pg_advisory_lock(1)', 'session advisory locks'],
     ['DECLARE c CURSOR WITH HOLD FOR SELECT 1', 'WITH HOLD'],
     ['CREATE TEMP TABLE scratch (x int)', 'temporary tables'],
-  ])('%s is refused with 0A000', async (sql, feature) => {
+  ])('%s is refused with 0A000, DETAIL and HINT, and no CONTEXT', async (sql, feature) => {
     const client = await connect()
-    await expect(client.query(sql)).rejects.toMatchObject({
+    const err = (await client.query(sql).catch((e) => e)) as pg.DatabaseError
+    expect(err).toMatchObject({
       code: '0A000',
       message: expect.stringContaining(feature),
+      detail: expect.stringContaining('would stay on the server connection'),
+      hint: expect.any(String),
     })
+    // The DO block that raised it is pgfence's, not the client's.
+    expect(err.where).toBeUndefined()
     expect((await client.query('SELECT 1 AS one')).rows[0].one).toBe(1)
     await client.end()
+  })
+
+  test("a 0A000 of the client's own keeps its CONTEXT", async () => {
+    const client = await connect()
+    const raise = `RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = 'LISTEN not supported in transaction pooling mode'`
+    await client.query(`CREATE OR REPLACE FUNCTION refuse_like_pgfence() RETURNS void
+      LANGUAGE plpgsql AS $$BEGIN ${raise}; END$$`)
+    const fromFunction = client.query('SELECT refuse_like_pgfence()')
+    await expect(fromFunction).rejects.toMatchObject({
+      where: 'PL/pgSQL function refuse_like_pgfence() line 1 at RAISE',
+    })
+    const fromBlock = client.query(`DO $$BEGIN ${raise.replace('LISTEN', 'NOTIFY')}; END$$`)
+    await expect(fromBlock).rejects.toMatchObject({
+      where: 'PL/pgSQL function inline_code_block line 1 at RAISE',
+    })
+    await client.end()
+  })
+
+  test('psql prints the refusal as ERROR, DETAIL and HINT', async () => {
+    const { stderr } = await runCommand(pgBin('psql'), ['-X', '-At', '-d', url()], {
+      input: 'LISTEN jobs;\n',
+    })
+    const lines = stderr.trim().split('\n')
+    expect(lines.map((line) => line.replace(/:.*/, ''))).toEqual(['ERROR', 'DETAIL', 'HINT'])
+  })
+
+  test('a refusal reaches a client whose encoding is not UTF-8 as it is', async () => {
+    const { stderr } = await runCommand(pgBin('psql'), ['-X', '-At', '-d', url()], {
+      input: 'BEGIN;\nDECLARE c CURSOR WITH HOLD FOR SELECT 1;\n',
+      env: { PGCLIENTENCODING: 'EUC_JP' },
+    })
+    expect(stderr).toContain('ERROR:  DECLARE ... WITH HOLD not supported in transaction pooling')
   })
 
   test('a temporary table dropped at commit works', async () => {

@@ -6,7 +6,7 @@ describe('what transaction pooling reads from a statement', () => {
     ['listen jobs', 'LISTEN'],
     ['SELECT 1; LISTEN jobs', 'LISTEN'],
     ['select pg_try_advisory_lock(7)', 'session advisory locks'],
-    ['DECLARE c CURSOR WITH HOLD FOR SELECT 1', 'DECLARE … WITH HOLD'],
+    ['DECLARE c CURSOR WITH HOLD FOR SELECT 1', 'DECLARE ... WITH HOLD'],
     ['CREATE TEMPORARY TABLE t (x int)', 'temporary tables kept between transactions'],
     ['create local temp table t (x int) on commit delete rows', 'temporary tables'],
   ])('%s is refused', (sql, feature) => {

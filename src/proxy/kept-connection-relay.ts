@@ -1,0 +1,164 @@
+import type net from 'node:net'
+import type { ServerConnection } from '../pool/server-connection.js'
+import { RULE_WORDS } from '../pool/transaction-rules.js'
+import { Frontend } from '../wire/protocol.js'
+import { resumeReading } from '../wire/socket-handle.js'
+import type { SettingsHolder } from './live-settings.js'
+import { idleBefore, observedTypes, type MaintenanceLog } from './maintenance-log.js'
+import {
+  asciiOnly,
+  relaySession,
+  type NativeRelay,
+  type NativeRelayOptions,
+  type NativeRelaySettings,
+} from './native-relay.js'
+import type { RequestProgress } from './request-progress.js'
+
+/** What relaying a kept connection needs from its transaction session. */
+export interface KeptConnectionOptions {
+  client: net.Socket
+  /** The client's named statements, as the session keeps them (read here, never changed). */
+  statements: ReadonlyMap<string, Buffer>
+  /** Limits and rewriter, read when the relay starts and at each reconfigure(). */
+  live: SettingsHolder
+  /** The session's log of maintenance statements, shared with its JavaScript relay. */
+  maintenance: MaintenanceLog
+  /**
+   * A message the relay hands over (Query, Parse, Close; Bind too under maintenance), to be
+   * noted as the session notes what it sends: returns the bytes to send in its place.
+   */
+  fromClient(message: Buffer): Buffer
+  /** A whole ErrorResponse or ParameterStatus from the server: the bytes the client gets. */
+  fromServer(message: Buffer): Buffer
+  /** The relay stopped on its own: see NativeRelayOptions.onClose. */
+  onClose: NativeRelayOptions['onClose']
+}
+
+const NOTHING = Buffer.alloc(0)
+
+/**
+ * The native relay's part in transaction pooling: while a client keeps its server connection
+ * between transactions, the native relay carries their bytes and hands over only what pooling
+ * must see (statements with a word of the pooling rules, named Parse and Close, fenced writes;
+ * every statement under maintenance). The session decides when to relay and when to take the
+ * two sockets back.
+ */
+export class KeptConnectionRelay {
+  private native: NativeRelay | null = null
+  private server: net.Socket | null = null
+  /** Transactions counted by the relays that stopped. */
+  private stoppedTransactions = 0
+
+  constructor(private readonly options: KeptConnectionOptions) {}
+
+  /** Whether the native relay carries the session now. */
+  get active(): boolean {
+    return this.native !== null
+  }
+
+  /** Transactions the native relay has counted for the session, the current relay's included. */
+  get transactions(): number {
+    return this.stoppedTransactions + (this.native?.progress().transactions ?? 0)
+  }
+
+  /** Where the client's requests stand while relayed natively; null otherwise. */
+  progress(): RequestProgress | null {
+    return this.native ? this.native.progress() : null
+  }
+
+  /** A config reload: the relay follows the new limits and rewriter. */
+  reconfigure(): void {
+    this.native?.update(this.settings())
+  }
+
+  /**
+   * Whether the relayed session is idle outside a transaction now (false when not relayed);
+   * if not, onClose('idle') as soon as it is.
+   */
+  closeWhenIdle(): boolean {
+    return this.native?.closeWhenIdle() ?? false
+  }
+
+  /**
+   * Hands the client and its kept connection (the JavaScript relay at rest) to the native
+   * relay, when both are plain TCP (or native TLS channels) and the connection holds exactly
+   * the client's named statements (a Bind the relay passes on must find the client's own);
+   * else the JavaScript relay carries on.
+   */
+  relay(server: ServerConnection): void {
+    if (this.native || !this.holdsOwnStatements(server)) return
+    this.native = relaySession(
+      this.options.client,
+      server.socket,
+      {
+        ...this.settings(),
+        outstanding: 0,
+        onMessage: (message) => this.fromClient(message),
+        onServerMessage: (message) => {
+          const relayed = this.options.fromServer(message)
+          return relayed === message ? undefined : relayed
+        },
+        onClose: this.options.onClose,
+      },
+      // Both read again when the session takes them back.
+      { clientReadsAgain: true, serverReadsAgain: true },
+    )
+    if (this.native) this.server = server.socket
+  }
+
+  /**
+   * Stops the native relay (it must be active): the JavaScript relay carries the session again.
+   * Returns whether the server's bytes so far end whole.
+   */
+  takeBack(): boolean {
+    const native = this.native!
+    const server = this.server!
+    const { client } = this.options
+    this.stoppedTransactions += native.progress().transactions
+    const { toClient, toServer, serverAtBoundary } = native.stop()
+    this.native = this.server = null
+    resumeReading(client)
+    resumeReading(server)
+    if (toClient.length > 0) client.write(toClient)
+    if (toServer.length > 0) server.write(toServer)
+    return serverAtBoundary
+  }
+
+  private holdsOwnStatements(server: ServerConnection): boolean {
+    const { statements } = this.options
+    if (server.prepared.size !== statements.size) return false
+    for (const [name, parse] of server.prepared) if (statements.get(name) !== parse) return false
+    return true
+  }
+
+  private settings(): NativeRelaySettings {
+    const { rewriter, limits } = this.options.live.current
+    // Under maintenance every Query, Parse and Bind comes to JavaScript, to be logged.
+    const maintenance = this.options.maintenance.on
+    const fencing = rewriter ? asciiOnly(rewriter.prefilterNeedles) : []
+    return {
+      maxMessageBytes: limits.maxMessageBytes,
+      interceptTypes: maintenance ? 'QPCXB' : 'QPCX',
+      statementNeedles: fencing && !maintenance ? [...RULE_WORDS, ...fencing] : undefined,
+    }
+  }
+
+  /** A message the native relay hands over: the bytes to send in its place, or undefined. */
+  private fromClient(message: Buffer): Buffer | undefined {
+    const type = message[0]!
+    // The connection stays pgfence's: the session ends when the client closes its socket.
+    if (type === Frontend.Terminate) return NOTHING
+    if (observedTypes.has(type)) this.observe(message)
+    const out = this.options.fromClient(message)
+    return out === message ? undefined : out
+  }
+
+  /** Logs the statement under maintenance; the relay shows every one while that is on. */
+  private observe(message: Buffer): void {
+    const native = this.native!
+    const { maintenance } = this.options
+    const was = maintenance.on
+    maintenance.observe(message, idleBefore(message, native.progress()))
+    if (maintenance.on !== was) native.update(this.settings())
+  }
+}
