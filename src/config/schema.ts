@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { overlappingRules } from '../rewrite/tables.js'
+import { overlappingRules } from './table-names.js'
 
 const port = z.number().int().min(1).max(65535)
 // 0 asks the OS for a free port (tests, embedded runs).

@@ -1,6 +1,6 @@
 import type { ConsoleCommands, ConsoleTable, ShowSubject } from '../admin/console.js'
 import type { ProxyMetrics } from '../admin/metrics.js'
-import { parseTableName } from '../rewrite/tables.js'
+import { parseTableName } from '../config/table-names.js'
 import type { NamedPoolStats } from '../pool/pool-registry.js'
 import type { LiveConfig } from './live-config.js'
 import { poolRows } from './pool-view.js'

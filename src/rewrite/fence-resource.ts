@@ -1,7 +1,7 @@
 import { parseSync } from 'libpg-query'
 import { deparseSync } from 'pgsql-deparser'
 import { and, expr, tokenCall, type Node } from './ast.js'
-import type { FenceContext, PathStep } from './fence-statement.js'
+import type { FenceContext, PathStep } from './fence-context.js'
 import { Refusal } from './refusal.js'
 import { quoteIdent, quoteLiteral } from './sql-text.js'
 import { matchTable, type RangeVar, type ResourceTable } from './tables.js'

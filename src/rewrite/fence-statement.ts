@@ -1,4 +1,5 @@
-import type { Node, TokenSource } from './ast.js'
+import type { Node } from './ast.js'
+import type { FenceContext, PathStep } from './fence-context.js'
 import { resourceHandlers, type ResourceGates } from './fence-resource.js'
 import { rewriteDelete, rewriteInsert, rewriteMerge, rewriteUpdate } from './fence-rewrite.js'
 import {
@@ -10,36 +11,8 @@ import {
   type Target,
 } from './fence-target.js'
 import { Refusal } from './refusal.js'
-import { assignCommentToken, type TokenAssignment } from './token-assignment.js'
-import {
-  matchIgnoringCase,
-  matchTable,
-  type FencedTable,
-  type RangeVar,
-  type ResourceTable,
-  type UnresolvedName,
-} from './tables.js'
-
-export interface FenceContext extends TokenSource {
-  tables: FencedTable[]
-  resources: ResourceTable[]
-  /** Configured names that resolve to no table in the session's database. */
-  unresolved: UnresolvedName[]
-  /** Name of the session setting that holds the resource name. */
-  resourceSetting: string
-  /** SQL text of the statement's comment resource name: NULL, a literal or a `$n` placeholder. */
-  commentResource: string
-  /** The statement's comment token is valid (1 to 18 digits). */
-  commentTokenValid: boolean
-  /** Filled by the walk: fence column assignments for the text (token-assignment.ts). */
-  assignments: TokenAssignment[]
-}
-
-/** One node on the way from the statement's root to a node, with the key it hangs under. */
-export interface PathStep {
-  key: string
-  node: Node
-}
+import { assignCommentToken } from './token-assignment.js'
+import { matchIgnoringCase, matchTable, type RangeVar } from './tables.js'
 
 /**
  * Fences every write in one statement's parse tree (CTEs, PREPARE, EXPLAIN, rules...), in place.

@@ -1,6 +1,7 @@
 import type { FencingConfig } from '../config/schema.js'
 import { quoteLiteral } from '../rewrite/sql-text.js'
-import { configIdentifier, fencedTables, resourceTables } from '../rewrite/tables.js'
+import { configIdentifier } from '../config/table-names.js'
+import { fencedTables, resourceTables } from '../rewrite/tables.js'
 
 /** A configured `[schema.]table` name, parsed, with the config text it came from. */
 export interface ConfiguredName {
