@@ -244,7 +244,7 @@ export class FencingRewriter implements StatementRewriter {
           truncate ??
           (fenced
             ? deparseSync(entry.stmt as Parameters<typeof deparseSync>[0], { pretty: false })
-            : // A normalised text's comment markers go, as a deparse drops every comment.
+            : // A normalised text's comment markers and leading blanks go, as a deparse drops them.
               withoutMarkers(
                 spliceAssignments(text, start, end, ctx.assignments, offsets),
               ).trimStart())

@@ -32,9 +32,9 @@ export function assignCommentToken(
 }
 
 /**
- * The statement at `start`..`end` of `text`, leading blanks dropped as a deparse drops them, with
- * each assignment put right after the SET keyword before its UPDATE's first target (so that
- * `SET (a, b) = ...` stays whole). `offsets` maps the parser's byte offsets to string indexes.
+ * The statement at `start`..`end` of `text` with each assignment put right after the SET keyword
+ * before its UPDATE's first target (so that `SET (a, b) = ...` stays whole). `offsets` maps the
+ * parser's byte offsets to string indexes.
  */
 export function spliceAssignments(
   text: string,
@@ -43,16 +43,15 @@ export function spliceAssignments(
   assignments: TokenAssignment[],
   offsets: (byteOffset: number) => number,
 ): string {
-  const statement = text.slice(start, end).trimStart()
-  const base = end - start - statement.length + start
+  const statement = text.slice(start, end)
   const sets = tokenize(statement).filter(
     (token) =>
       token.kind === 'word' && statement.slice(token.start, token.end).toLowerCase() === 'set',
   )
+  const targets = assignments.map(({ at, sql }) => ({ at: offsets(at) - start, sql }))
   let out = statement
-  const at = assignments.map((a) => ({ sql: a.sql, at: offsets(a.at) - base }))
-  for (const { at: target, sql } of at.sort((a, b) => b.at - a.at)) {
-    const set = sets.findLast((token) => token.end <= target)
+  for (const { at, sql } of targets.sort((a, b) => b.at - a.at)) {
+    const set = sets.findLast((token) => token.end <= at)
     if (!set) throw new Error('UPDATE without SET')
     out = `${out.slice(0, set.end)} ${sql},${out.slice(set.end)}`
   }
