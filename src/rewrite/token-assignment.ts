@@ -12,9 +12,10 @@ export interface TokenAssignment {
 
 /**
  * An UPDATE of a triggered table with a valid comment token sets the fence column to that token,
- * which the statement marker also carries: the fence trigger then admits each row the token
- * raises with one look at the marker, and neither parses the token nor assigns the column
- * (fence-triggers.ts). The trigger still compares it with the committed token. The assignment
+ * which the statement marker also carries: the fence trigger then admits each row whose new
+ * value is the token's text as it stands, with neither a digit check nor an assignment
+ * (fence-triggers.ts), where a row the token raises would take both. The trigger still compares
+ * it with the committed token. The assignment
  * goes into the tree (for a statement that is deparsed anyway) and is returned for splicing into
  * the text, which keeps the statement as the client wrote it, comments included.
  */

@@ -43,13 +43,6 @@ const rowTokenSql = (setting: string): string =>
     ELSE pg_catalog.current_setting(${setting}, true) END`
 
 /**
- * Whether the statement marker carries exactly the value of `column` (SQL text of a bigint): one
- * function reads the text, where reading the marker's value takes three.
- */
-const markerCarriesSql = (column: string): string =>
-  `pg_catalog.starts_with(pg_catalog.current_query(), ${quoteLiteral(statementTokenPrefix)} || ${column} || '''')`
-
-/**
  * The usual token (1 to 18 digits, so the cast cannot fail) with maintenance off. translate makes
  * every digit a 0 and leaves any other character as it is; the result first occurs in 'x' and
  * 18 zeros at position 2 exactly when it is 1 to 18 zeros (an empty text is found at 1, one with
@@ -143,19 +136,20 @@ $fn$;
 -- The row trigger function of one fence column and token setting (PL/pgSQL cannot name a column
 -- by a value, so each gets its own; the setting and rejectUnissuedTokens are written into it).
 -- Trigger arguments: token setting, requireToken, rejectUnissuedTokens, for check_row.
--- It is the only check of a fenced row and sets the fence column to the presented token. Two
--- usual cases are one condition of built-ins each; any other row goes to check_row:
--- - an UPDATE that raises the column to the token of the statement marker, with maintenance
---   never set in the session. pgfence's rewrite of an UPDATE with a comment token sets the column
---   so, and such a row needs neither the token's text read and checked nor the column assigned;
+-- It is the only check of a fenced row and sets the fence column to the presented token. An
+-- UPDATE that does not lower the column reads the token first; two usual cases are then one
+-- condition of built-ins each, and any other row goes to check_row:
+-- - the token is the column's new value, as its text, with maintenance never set in the session:
+--   the same token again (the column left as it was), or the one pgfence's rewrite of an UPDATE
+--   with a comment token sets the column to. No digit check, cast or assignment;
 -- - a token of up to 18 digits, no lower than the committed one, the column left to pgfence,
---   maintenance off.
+--   maintenance off: the column is set to it.
 -- PL/pgSQL keeps the function compiled for the session but sets each expression up again in
 -- every transaction, at a cost per node it names (more for a function or operator, which is also
 -- checked for EXECUTE): so the usual paths name few, and only the expressions a row reaches are
--- set up (the token is read after the first case). STABLE, because a volatile PL/pgSQL function
--- advances the command counter and takes a new snapshot before each expression it evaluates;
--- this one reads no table (check_row, which does, is volatile and takes its own).
+-- set up. STABLE, because a volatile PL/pgSQL function advances the command counter and takes a
+-- new snapshot before each expression it evaluates; this one reads no table (check_row, which
+-- does, is volatile and takes its own).
 CREATE OR REPLACE FUNCTION pgfence.create_row_function(col text, setting text, unissued boolean)
 RETURNS text LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -167,19 +161,18 @@ DECLARE
   token text;
 BEGIN
   -- Before the TG_OP test, which costs as much: outside an UPDATE, NEW or OLD is NULL.
-  IF %5$s AND NEW.%2$I > OLD.%2$I THEN
-    IF ${markerCarriesSql('NEW.%2$I')}
-       AND pg_catalog.current_setting('pgfence.maintenance', true) IS NULL THEN
+  IF %5$s AND NEW.%2$I >= OLD.%2$I THEN
+    token := ${rowTokenSql('%4$L')};
+    IF token = NEW.%2$I::text AND pg_catalog.current_setting('pgfence.maintenance', true) IS NULL THEN
       RETURN NEW;
     END IF;
-  END IF;
-  IF TG_OP = 'UPDATE' THEN
-    token := ${rowTokenSql('%4$L')};
-    IF (CASE WHEN %5$s AND NEW.%2$I = OLD.%2$I AND ${usualTokenSql} THEN token::bigint >= OLD.%2$I
+    IF (CASE WHEN NEW.%2$I = OLD.%2$I AND ${usualTokenSql} THEN token::bigint >= OLD.%2$I
         ELSE false END) THEN
       NEW.%2$I := token::bigint;
       RETURN NEW;
     END IF;
+  END IF;
+  IF TG_OP = 'UPDATE' THEN
     NEW.%2$I := pgfence.check_row(TG_OP, OLD.%2$I, NEW.%2$I, %3$L, TG_ARGV[0],
       TG_ARGV[1]::boolean, TG_ARGV[2]::boolean, ${triggerRelationSql});
     RETURN NEW;

@@ -382,3 +382,54 @@ describe('an UPDATE with a comment token (the fence column set to it)', () => {
     }
   })
 })
+
+describe("an UPDATE's token read first: the column's new value as its text, else the full check", () => {
+  test('the committed token again keeps the row, written as it stands or as another text', async () => {
+    await app.query('SET app.fencing_token = 100')
+    await app.query("UPDATE invoices SET status = 'E' WHERE id = 99")
+    expect(await row99()).toEqual({ status: 'E', fencing_token: '100' })
+    await app.query("SET app.fencing_token = '0100'")
+    await app.query("UPDATE invoices SET status = 'F' WHERE id = 99")
+    expect(await row99()).toEqual({ status: 'F', fencing_token: '100' })
+    await app.query("SET app.fencing_token = '099'")
+    expect(await sqlstateOf(app.query("UPDATE invoices SET status = 'G' WHERE id = 99"))).toBe(
+      'PF409',
+    )
+    expect(await row99()).toEqual({ status: 'F', fencing_token: '100' })
+  })
+
+  test('a session that once set maintenance and reset it is fenced the same', async () => {
+    await app.query('SET pgfence.maintenance = off')
+    await app.query('RESET pgfence.maintenance')
+    await app.query('SET app.fencing_token = 100')
+    await app.query("UPDATE invoices SET status = 'H' WHERE id = 99")
+    expect(await row99()).toEqual({ status: 'H', fencing_token: '100' })
+    await app.query('SET app.fencing_token = 99')
+    expect(await sqlstateOf(app.query("UPDATE invoices SET status = 'I' WHERE id = 99"))).toBe(
+      'PF409',
+    )
+    await app.query("UPDATE invoices SET status = 'J' WHERE id = 99 /*fencing_token='120'*/")
+    expect(await row99()).toEqual({ status: 'J', fencing_token: '120' })
+  })
+
+  test('a direct connection: the column set to its token, or left at an equal one', async () => {
+    const direct = new pg.Client({ connectionString: db.url })
+    await direct.connect()
+    try {
+      await direct.query('SET app.fencing_token = 130')
+      await direct.query("UPDATE invoices SET status = 'K', fencing_token = 130 WHERE id = 99")
+      expect(await row99()).toEqual({ status: 'K', fencing_token: '130' })
+      await direct.query("UPDATE invoices SET status = 'L', fencing_token = 130 WHERE id = 99")
+      expect(await row99()).toEqual({ status: 'L', fencing_token: '130' })
+      await direct.query("/*pgfence:token='130'*/ UPDATE invoices SET status = 'M' WHERE id = 99")
+      expect(await row99()).toEqual({ status: 'M', fencing_token: '130' })
+      const stale = "/*pgfence:token='129'*/ UPDATE invoices SET status = 'N' WHERE id = 99"
+      expect(await sqlstateOf(direct.query(stale))).toBe('PF409')
+      const other = "UPDATE invoices SET status = 'O', fencing_token = 131 WHERE id = 99"
+      expect(await sqlstateOf(direct.query(other))).toBe('PF501')
+      expect(await row99()).toEqual({ status: 'M', fencing_token: '130' })
+    } finally {
+      await direct.end()
+    }
+  })
+})
