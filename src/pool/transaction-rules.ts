@@ -7,6 +7,7 @@ export type RefusedFeature =
   | 'session advisory locks'
   | 'DECLARE ... WITH HOLD'
   | 'temporary tables kept between transactions'
+  | 'temporary views, sequences and functions'
 
 /** What a statement means for transaction pooling, read from its words (never literals). */
 export interface StatementEffects {
@@ -88,8 +89,8 @@ function refusedFeature(words: string[]): RefusedFeature | null {
     if (starts && word === 'listen') return 'LISTEN'
     if (SESSION_LOCKS.has(word)) return 'session advisory locks'
     if (starts && word === 'declare' && holdsCursor(words, i)) return 'DECLARE ... WITH HOLD'
-    if (starts && word === 'create' && keepsTempTable(words, i))
-      return 'temporary tables kept between transactions'
+    const kept = starts && word === 'create' ? keptTempObject(words, i) : null
+    if (kept) return kept
   }
   return null
 }
@@ -105,13 +106,28 @@ function holdsCursor(words: string[], at: number): boolean {
   return false
 }
 
-function keepsTempTable(words: string[], at: number): boolean {
-  const temp = words[at + 1] === 'temp' || words[at + 1] === 'temporary'
-  const local = words[at + 1] === 'local' || words[at + 1] === 'global'
-  if (!temp && !(local && (words[at + 2] === 'temp' || words[at + 2] === 'temporary'))) return false
-  for (let i = at; i < statementEnd(words, at); i++)
-    if (sequence(words, i, 'on', 'commit', 'drop')) return false
-  return true
+/**
+ * What a CREATE makes in the session's own schema (TEMP, or named in pg_temp) that outlives the
+ * transaction: a table without ON COMMIT DROP, or a view, sequence, function or procedure.
+ */
+function keptTempObject(words: string[], at: number): RefusedFeature | null {
+  let i = at + 1
+  if (sequence(words, i, 'or', 'replace')) i += 2
+  if (words[i] === 'local' || words[i] === 'global') i++
+  const keyword = words[i] === 'temp' || words[i] === 'temporary'
+  if (keyword) i++
+  if (words[i] === 'recursive') i++
+  const kind = words[i]
+  let name = i + 1
+  if (sequence(words, name, 'if', 'not', 'exists')) name += 3
+  if (!keyword && words[name] !== 'pg_temp') return null
+  if (kind === 'table') {
+    for (let j = name; j < statementEnd(words, at); j++)
+      if (sequence(words, j, 'on', 'commit', 'drop')) return null
+    return 'temporary tables kept between transactions'
+  }
+  const others = ['view', 'sequence', 'function', 'procedure']
+  return others.includes(kind ?? '') ? 'temporary views, sequences and functions' : null
 }
 
 function forgottenStatements(words: string[]): 'all' | string | null {

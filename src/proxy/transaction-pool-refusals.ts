@@ -24,6 +24,10 @@ const REASONS: Record<RefusedFeature, { leaves: string; hint: string }> = {
     leaves: 'the table',
     hint: 'create it with ON COMMIT DROP in a transaction block, and use it before the block ends',
   },
+  'temporary views, sequences and functions': {
+    leaves: 'the object',
+    hint: 'create it in a schema of its own, or use a temporary table with ON COMMIT DROP in a transaction block',
+  },
 }
 
 const message = (feature: RefusedFeature) => `${feature} not supported in transaction pooling mode`

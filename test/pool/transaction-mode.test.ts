@@ -43,6 +43,8 @@ describe('transaction pooling', () => {
     ['SELECT pg_advisory_lock(1)', 'session advisory locks'],
     ['DECLARE c CURSOR WITH HOLD FOR SELECT 1', 'WITH HOLD'],
     ['CREATE TEMP TABLE scratch (x int)', 'temporary tables'],
+    ['CREATE TEMP VIEW scratch AS SELECT 1', 'temporary views, sequences and functions'],
+    ['CREATE FUNCTION pg_temp.scratch() RETURNS int LANGUAGE sql AS $$SELECT 1$$', 'functions'],
   ])('%s is refused with 0A000, DETAIL and HINT, and no CONTEXT', async (sql, feature) => {
     const client = await connect()
     const err = (await client.query(sql).catch((e) => e)) as pg.DatabaseError

@@ -9,6 +9,12 @@ describe('what transaction pooling reads from a statement', () => {
     ['DECLARE c CURSOR WITH HOLD FOR SELECT 1', 'DECLARE ... WITH HOLD'],
     ['CREATE TEMPORARY TABLE t (x int)', 'temporary tables kept between transactions'],
     ['create local temp table t (x int) on commit delete rows', 'temporary tables'],
+    ['CREATE TABLE IF NOT EXISTS pg_temp.t (x int)', 'temporary tables'],
+    ['CREATE OR REPLACE TEMP VIEW v AS SELECT 1', 'temporary views, sequences and functions'],
+    ['create temporary recursive view v (n) as select 1', 'temporary views'],
+    ['CREATE TEMP SEQUENCE s', 'temporary views, sequences and functions'],
+    ['CREATE FUNCTION pg_temp.f() RETURNS int LANGUAGE sql AS $$SELECT 1$$', 'functions'],
+    ['create or replace procedure pg_temp.p() language sql as $$select 1$$', 'functions'],
   ])('%s is refused', (sql, feature) => {
     expect(statementEffects(sql).refused).toContain(feature)
   })
@@ -16,6 +22,10 @@ describe('what transaction pooling reads from a statement', () => {
   test.each([
     "SELECT 'LISTEN x', pg_advisory_xact_lock(1)",
     'CREATE TEMP TABLE t (x int) ON COMMIT DROP',
+    'CREATE TABLE pg_temp.t (x int) ON COMMIT DROP',
+    'CREATE VIEW v AS SELECT 1',
+    'CREATE OR REPLACE FUNCTION public.f() RETURNS int LANGUAGE sql AS $$SELECT 1$$',
+    'CREATE TABLE temp (x int)',
     'DECLARE c CURSOR WITHOUT HOLD FOR SELECT 1',
     'SELECT 1 /* LISTEN */',
   ])('%s is allowed', (sql) => {
