@@ -1,3 +1,4 @@
+import { quoteLiteral } from '../rewrite/sql-text.js'
 import { PgError } from '../wire/error-response.js'
 
 /** Startup parameters that are not settings: they chose the pool or the protocol. */
@@ -32,8 +33,6 @@ function parseOptions(options: string): [string, string][] {
   return settings
 }
 
-const literal = (text: string) => `'${text.replaceAll("'", "''")}'`
-
 /**
  * One statement applying the settings that differ from what the server reports (null: none).
  * set_config takes the names as literals, so no name needs quoting.
@@ -45,7 +44,8 @@ export function settingsStatement(
   const changes = settings.filter(([name, value]) => current.get(name) !== value)
   if (changes.length === 0) return null
   const calls = changes.map(
-    ([name, value]) => `pg_catalog.set_config(${literal(name)}, ${literal(value)}, false)`,
+    ([name, value]) =>
+      `pg_catalog.set_config(${quoteLiteral(name)}, ${quoteLiteral(value)}, false)`,
   )
   return `SELECT ${calls.join(', ')}`
 }

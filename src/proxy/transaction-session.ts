@@ -5,6 +5,7 @@ import type { Pool } from '../pool/pool.js'
 import type { ServerConnection } from '../pool/server-connection.js'
 import { settingsStatement } from '../pool/startup-settings.js'
 import { statementEffects } from '../pool/transaction-rules.js'
+import { quoteLiteral } from '../rewrite/sql-text.js'
 import { readBackendKey, type BackendKey } from '../server/cancel-forwarder.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
@@ -52,8 +53,6 @@ function sameSettings(server: Map<string, string>, client: Map<string, string>):
   for (const [name, value] of client) if (server.get(name) !== value) return false
   return true
 }
-
-const literal = (text: string) => `'${text.replaceAll("'", "''")}'`
 
 const closeStatement = (name: string) =>
   typedMessage('C', Buffer.from('S'), Buffer.from(`${name}\0`, 'utf8'))
@@ -537,7 +536,7 @@ export class TransactionSession {
   /** Reads the tracked settings as PostgreSQL left them, then RESET ALL for the next client. */
   private async readSettings(server: ServerConnection): Promise<void> {
     const names = this.options.trackedSettings
-    const columns = names.map((name) => `pg_catalog.current_setting(${literal(name)}, true)`)
+    const columns = names.map((name) => `pg_catalog.current_setting(${quoteLiteral(name)}, true)`)
     try {
       const [row] = await server.rows(`SELECT ${columns.join(', ')}; RESET ALL`)
       names.forEach((name, i) => {
