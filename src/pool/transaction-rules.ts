@@ -28,6 +28,8 @@ const SESSION_LOCKS = new Set([
   'pg_try_advisory_lock_shared',
 ])
 const SETTING_WORDS = new Set(['set', 'reset', 'discard', 'set_config'])
+/** What else CREATE can put in the session's own schema, besides a table. */
+const TEMP_OBJECTS = new Set(['view', 'sequence', 'function', 'procedure'])
 
 const sequence = (words: string[], at: number, ...expected: string[]) =>
   expected.every((word, i) => words[at + i] === word)
@@ -126,8 +128,7 @@ function keptTempObject(words: string[], at: number): RefusedFeature | null {
       if (sequence(words, j, 'on', 'commit', 'drop')) return null
     return 'temporary tables kept between transactions'
   }
-  const others = ['view', 'sequence', 'function', 'procedure']
-  return others.includes(kind ?? '') ? 'temporary views, sequences and functions' : null
+  return TEMP_OBJECTS.has(kind ?? '') ? 'temporary views, sequences and functions' : null
 }
 
 function forgottenStatements(words: string[]): 'all' | string | null {

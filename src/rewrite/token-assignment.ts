@@ -15,9 +15,9 @@ export interface TokenAssignment {
  * which the statement marker also carries: the fence trigger then admits each row whose new
  * value is the token's text as it stands, with neither a digit check nor an assignment
  * (fence-triggers.ts), where a row the token raises would take both. The trigger still compares
- * it with the committed token. The assignment
- * goes into the tree (for a statement that is deparsed anyway) and is returned for splicing into
- * the text, which keeps the statement as the client wrote it, comments included.
+ * it with the committed token. The assignment goes into the tree (for a statement that is
+ * deparsed anyway) and is returned for splicing into the text, which keeps the statement as the
+ * client wrote it, comments included.
  */
 export function assignCommentToken(
   node: Node,
