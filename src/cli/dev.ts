@@ -7,13 +7,16 @@ import { startProxy } from '../proxy/proxy-server.js'
 import { demoDatabase, prepareDemoDatabase } from '../dev/demo-database.js'
 import { startEmbeddedServer } from '../dev/embedded-postgres.js'
 
-function tryItText(url: string): string {
+function tryItText(url: string, consoleUrl: string, metricsUrl: string): string {
   const psql = `psql "${url}"`
   return [
     'Try it (invoice 99 is at token 100):',
     `  ${psql} -c "SET app.fencing_token = 101" -c "UPDATE invoices SET status = 'PAID' WHERE id = 99"`,
     `  ${psql} -c "SET app.fencing_token = 100" -c "UPDATE invoices SET status = 'VOID' WHERE id = 99"  # stale: PF409`,
     `  ${psql} -c "SELECT id, status, fencing_token FROM invoices"`,
+    'The admin console and the metrics:',
+    `  psql "${consoleUrl}" -c 'SHOW FENCING'`,
+    `  curl -s ${metricsUrl} | grep '^pgfence_fencing_rejections_total'`,
   ].join('\n')
 }
 
@@ -26,6 +29,7 @@ export async function run(argv: string[]): Promise<number> {
     args: argv,
     options: {
       port: { type: 'string', default: '6432' },
+      'admin-port': { type: 'string', default: '9930' },
       'data-dir': { type: 'string', default: join(process.cwd(), '.pgfence', 'postgres') },
     },
   })
@@ -38,15 +42,22 @@ export async function run(argv: string[]): Promise<number> {
       limits: { shutdownTimeoutMs: 2000 },
       log: { level: 'warn' },
       fencing: { tables: [{ name: 'invoices' }] },
+      admin: {
+        listen: { host: '127.0.0.1', port: Number(values['admin-port']) },
+        users: ['postgres'],
+      },
     })
     await prepareDemoDatabase(postgres.url, config.fencing)
     const logger = createLogger(config.log.level)
     const proxy = await startProxy(config, { logger, collectAfterChurn: true })
-    const url = `postgres://postgres:postgres@${proxy.host}:${proxy.port}/${demoDatabase}`
+    const server = `postgres://postgres:postgres@${proxy.host}:${proxy.port}`
+    const url = `${server}/${demoDatabase}`
+    const metricsUrl = `http://${proxy.host}:${proxy.adminPort}/metrics`
     process.stdout.write(
       `pgfence dev: proxy on ${proxy.host}:${proxy.port} fencing invoices, ` +
         `embedded PostgreSQL in ${dataDir}\n` +
-        `DATABASE_URL=${url}\n\n${tryItText(url)}\n\nCtrl-C stops.\n`,
+        `DATABASE_URL=${url}\n\n${tryItText(url, `${server}/pgfence`, metricsUrl)}\n\n` +
+        'Ctrl-C stops.\n',
     )
     await Promise.race([once(process, 'SIGINT'), once(process, 'SIGTERM')])
     await proxy.close()

@@ -14,7 +14,7 @@ let child: ChildProcess | undefined
 async function startDev(dataDir: string): Promise<{ process: ChildProcess; url: string }> {
   const dev = spawn(
     process.execPath,
-    [inject('cliPath'), 'dev', '--port', '0', '--data-dir', dataDir],
+    [inject('cliPath'), 'dev', '--port', '0', '--admin-port', '0', '--data-dir', dataDir],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   )
   child = dev
