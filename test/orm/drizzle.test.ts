@@ -32,8 +32,9 @@ afterAll(async () => {
 })
 
 test('insert, update and upsert with the token set for the transaction', async () => {
+  const token = '101'
   await db.transaction(async (tx) => {
-    await tx.execute(sql`SELECT set_config('app.fencing_token', ${'101'}, true)`)
+    await tx.execute(sql`SELECT set_config('app.fencing_token', ${token}, true)`)
     await tx.insert(invoices).values([
       { id: 1, status: 'NEW' },
       { id: 2, status: 'NEW' },

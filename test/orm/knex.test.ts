@@ -20,8 +20,9 @@ afterAll(async () => {
 })
 
 test('insert, update and upsert with the token set for the transaction', async () => {
+  const token = '101'
   await db.transaction(async (trx) => {
-    await trx.raw("SELECT set_config('app.fencing_token', ?, true)", ['101'])
+    await trx.raw("SELECT set_config('app.fencing_token', ?, true)", [token])
     await trx('invoices').insert({ id: 1, status: 'NEW' })
     await trx('invoices').where({ id: 1 }).update({ status: 'SENT' })
     await trx('invoices').insert({ id: 1, status: 'PAID' }).onConflict('id').merge(['status'])

@@ -27,8 +27,9 @@ afterAll(async () => {
 })
 
 test('insert, update and upsert with the token set for the transaction', async () => {
+  const token = '101'
   await db.transaction().execute(async (trx) => {
-    await sql`SELECT set_config('app.fencing_token', ${'101'}, true)`.execute(trx)
+    await sql`SELECT set_config('app.fencing_token', ${token}, true)`.execute(trx)
     await trx.insertInto('invoices').values({ id: 1, status: 'NEW' }).execute()
     await trx.updateTable('invoices').set({ status: 'SENT' }).where('id', '=', 1).execute()
     await trx

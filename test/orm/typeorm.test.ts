@@ -40,8 +40,9 @@ afterAll(async () => {
 })
 
 test('save, update and upsert with the token set for the transaction', async () => {
+  const token = '101'
   await dataSource.transaction(async (manager) => {
-    await manager.query("SELECT set_config('app.fencing_token', $1, true)", ['101'])
+    await manager.query("SELECT set_config('app.fencing_token', $1, true)", [token])
     const repo = manager.getRepository(Invoices)
     await repo.save({ id: 1, status: 'NEW' })
     await repo.update({ id: 1 }, { status: 'SENT' })

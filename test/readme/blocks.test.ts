@@ -38,3 +38,19 @@ test('the config fragments are valid configs', () => {
   for (const fragment of [readmeBlock('config-resources'), readmeBlock('config-pool')])
     expect(() => parseConfig(parse(fragment))).not.toThrow()
 })
+
+/** The code of a Markdown table cell: `code` or ``code with `backticks` ``. */
+const cellCode = (cell: string): string => cell.trim().replace(/^(`+) ?([\s\S]*?) ?\1$/, '$2')
+
+test("each ORM recipe's per-transaction token call is what its test in test/orm runs", () => {
+  const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8')
+  const rows = readme
+    .split('\n')
+    .filter((line) => /^\| (knex|Sequelize|TypeORM|Drizzle|Kysely) /.test(line))
+    .map((line) => line.split('|').slice(1, -1))
+  expect(rows).toHaveLength(5)
+  for (const [orm, , perTransaction] of rows) {
+    const file = join(repoRoot, 'test/orm', `${orm!.trim().split(' ')[0]!.toLowerCase()}.test.ts`)
+    expect(readFileSync(file, 'utf8'), file).toContain(cellCode(perTransaction!))
+  }
+})
