@@ -1,5 +1,8 @@
+import { authenticateConnection } from '../auth/connection-login.js'
+import type { CredentialSource } from '../auth/credential-source.js'
 import type { Config } from '../config/schema.js'
 import type { ClientConnection } from '../client/client-connection.js'
+import type { StartupHandshake } from '../client/startup-handshake.js'
 import { connectUpstream, type UpstreamSocket } from '../server/upstream-connector.js'
 import { AuthPhaseFilter } from '../wire/auth-filter.js'
 import { Backend } from '../wire/protocol.js'
@@ -7,6 +10,37 @@ import { decodeErrorFields } from '../wire/error-response.js'
 
 const AUTH_OK = 0
 const UNDEFINED_DATABASE = '3D000'
+/** Where auth.query looks a console user up: database pgfence exists only in pgfence. */
+const LOOKUP_DATABASE = 'postgres'
+
+/**
+ * Checks a console client's login and sends it AuthenticationOk. Resolves true once accepted;
+ * a refusal either resolves false after it was sent or rejects with the PgError to send.
+ */
+export type ConsoleLogin = (handshake: StartupHandshake) => Promise<boolean>
+
+/**
+ * The console authenticates as a client of the proxy would: with pgfence's own credentials
+ * (auth.file, auth.query) when it pools, so that no password gets in that the pool refuses and
+ * auth.file logins need no upstream; by PostgreSQL itself in pool.mode none (`credentials` null).
+ */
+export function consoleLogin(
+  upstream: Config['upstream'],
+  credentials: CredentialSource | null,
+): ConsoleLogin {
+  if (!credentials)
+    return ({ connection, packet, leftover }) =>
+      loginThroughUpstream(upstream, connection, packet.bytes, leftover)
+  return async ({ connection, packet }) => {
+    await authenticateConnection(
+      connection,
+      packet.params.get('user')!,
+      LOOKUP_DATABASE,
+      credentials,
+    )
+    return true
+  }
+}
 
 /**
  * Authenticates an admin console user as PostgreSQL would, since pgfence knows no password in

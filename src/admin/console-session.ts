@@ -1,11 +1,11 @@
-import type { Config } from '../config/schema.js'
-import type { Handshake } from '../client/startup-handshake.js'
+import type { StartupHandshake } from '../client/startup-handshake.js'
 import type { Logger } from '../log.js'
 import { PgError } from '../wire/error-response.js'
-import { loginThroughUpstream } from './console-login.js'
+import type { ConsoleLogin } from './console-login.js'
 import { CONSOLE_DATABASE, serveConsole, type ConsoleCommands } from './console.js'
 
 export { CONSOLE_DATABASE }
+export { consoleLogin } from './console-login.js'
 
 export interface ConsoleHooks {
   /** The console is open (login accepted). */
@@ -14,21 +14,20 @@ export interface ConsoleHooks {
 }
 
 /**
- * A client that asked for database pgfence: PostgreSQL checks its login (as it would for any
- * database), then a user of admin.users gets the console and anyone else 42501, as PostgreSQL
- * words a missing CONNECT privilege.
+ * A client that asked for database pgfence: `login` checks it (as a login to any other database
+ * would be checked), then a user of admin.users gets the console and anyone else 42501, as
+ * PostgreSQL words a missing CONNECT privilege.
  */
 export async function openConsole(
-  upstream: Config['upstream'],
-  handshake: Extract<Handshake, { kind: 'startup' }>,
+  login: ConsoleLogin,
+  handshake: StartupHandshake,
   users: readonly string[],
   commands: ConsoleCommands,
   { onOpen, logger }: ConsoleHooks,
 ): Promise<void> {
-  const { connection, packet, leftover } = handshake
+  const { connection, packet } = handshake
   const user = packet.params.get('user')!
-  const authenticated = await loginThroughUpstream(upstream, connection, packet.bytes, leftover)
-  if (!authenticated) return void connection.socket.destroySoon()
+  if (!(await login(handshake))) return void connection.socket.destroySoon()
   if (!users.includes(user)) {
     logger.info({ user }, 'admin console refused: user not in admin.users')
     throw new PgError(

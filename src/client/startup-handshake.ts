@@ -16,6 +16,8 @@ export type Handshake =
     }
   | { kind: 'cancel'; bytes: Buffer }
 
+export type StartupHandshake = Extract<Handshake, { kind: 'startup' }>
+
 const ANSWER_YES = Buffer.from('S')
 const ANSWER_NO = Buffer.from('N')
 

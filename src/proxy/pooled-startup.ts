@@ -1,4 +1,4 @@
-import { authenticateClient } from '../auth/client-authenticator.js'
+import { authenticateConnection } from '../auth/connection-login.js'
 import type { CredentialSource } from '../auth/credential-source.js'
 import type { ClientConnection } from '../client/client-connection.js'
 import type { CancelKeys } from '../pool/cancel-keys.js'
@@ -11,11 +11,7 @@ import { readBackendKey } from '../server/cancel-forwarder.js'
 import type { LoginQuery } from './login-query.js'
 import { nonConformingStrings } from './server-notices.js'
 import type { PooledUpstream } from './session.js'
-import { MessageQueue, typedMessageLength } from '../wire/message-queue.js'
 import { backendKeyData, parameterStatus, readyForQuery } from '../wire/messages.js'
-
-/** Password and SASL messages are small; PostgreSQL caps them alike. */
-const MAX_AUTH_MESSAGE = 10000
 
 export interface PoolingContext {
   credentials: CredentialSource
@@ -62,54 +58,39 @@ export async function startPooledClient(
   const user = params.get('user')!
   const database = params.get('database') || user
   const settings = startupSettings(params)
-  const queue = new MessageQueue(typedMessageLength(MAX_AUTH_MESSAGE))
   const socket = connection.socket
-  const onClose = () => queue.fail(new Error('client closed the connection during authentication'))
-  socket.on('close', onClose)
-  connection.setReceiver((chunk) => (queue.push(chunk), true))
-  socket.resume()
-  try {
-    const secret = await context.credentials.lookup(user, database)
-    const conversation = {
-      send: (bytes: Buffer) => void socket.write(bytes),
-      next: () => queue.next(),
-    }
-    const upstreamCredentials = await authenticateClient(conversation, user, secret)
-    socket.pause()
-    const pool = context.pools.get(database, user)
-    pool.useCredentials(upstreamCredentials)
-    const server = await pool.checkout()
-    if (socket.destroyed) {
-      pool.checkin(server)
-      throw new Error('client left while waiting for a server connection')
-    }
-    // Before the greeting, so that the client's first statement meets the check's outcome.
-    await runNameCheck(pool, server, nameCheck?.() ?? null, context.resetTimeoutMs)
-    const parameters = greetingParameters(server.parameters, settings)
-    const refusal = fencing() && nonConformingStrings(scs(parameters))
-    if (refusal) {
-      pool.checkin(server)
-      throw refusal
-    }
-    const held = { server: keepServer ? server : null }
-    const cancelKey = context.cancelKeys.issue(() => held.server?.backendKey ?? null)
-    // Greeted first: the settings' round trip to the server overlaps the client's next one.
-    socket.write(welcome(parameters, cancelKey))
-    const pooled = { pool, server, held, settings, cancelKey, leftover: queue.leftover }
-    if (!keepServer) {
-      pool.checkin(server)
-      return pooled
-    }
-    try {
-      await applySettings(pool, server, settings, context.resetTimeoutMs)
-    } catch (err) {
-      context.cancelKeys.forget(cancelKey)
-      throw err
-    }
-    return pooled
-  } finally {
-    socket.off('close', onClose)
+  const login = await authenticateConnection(connection, user, database, context.credentials)
+  const pool = context.pools.get(database, user)
+  pool.useCredentials(login.credentials)
+  const server = await pool.checkout()
+  if (socket.destroyed) {
+    pool.checkin(server)
+    throw new Error('client left while waiting for a server connection')
   }
+  // Before the greeting, so that the client's first statement meets the check's outcome.
+  await runNameCheck(pool, server, nameCheck?.() ?? null, context.resetTimeoutMs)
+  const parameters = greetingParameters(server.parameters, settings)
+  const refusal = fencing() && nonConformingStrings(scs(parameters))
+  if (refusal) {
+    pool.checkin(server)
+    throw refusal
+  }
+  const held = { server: keepServer ? server : null }
+  const cancelKey = context.cancelKeys.issue(() => held.server?.backendKey ?? null)
+  // Greeted first: the settings' round trip to the server overlaps the client's next one.
+  socket.write(welcome(parameters, cancelKey))
+  const pooled = { pool, server, held, settings, cancelKey, leftover: login.leftover }
+  if (!keepServer) {
+    pool.checkin(server)
+    return pooled
+  }
+  try {
+    await applySettings(pool, server, settings, context.resetTimeoutMs)
+  } catch (err) {
+    context.cancelKeys.forget(cancelKey)
+    throw err
+  }
+  return pooled
 }
 
 /** Runs a due table-name check on a lent connection: once per database and interval. */

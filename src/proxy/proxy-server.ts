@@ -19,7 +19,7 @@ import { consoleCommands } from './admin-view.js'
 import { listenAll, type Listeners } from './listeners.js'
 import { ProxyMetrics } from '../admin/metrics.js'
 import { startAdminHttp, type AdminHttpServer } from '../admin/http-server.js'
-import { CONSOLE_DATABASE, openConsole } from '../admin/console-session.js'
+import { CONSOLE_DATABASE, consoleLogin, openConsole } from '../admin/console-session.js'
 import { upstreamAccepts } from '../server/upstream-probe.js'
 import { ChurnCollector } from './churn-collector.js'
 import { createPooling } from './pooling.js'
@@ -122,7 +122,8 @@ export async function startProxy(
       const params = handshake.packet.params
       if (params.get('database') === CONSOLE_DATABASE) {
         const users = live.config.admin?.users ?? []
-        return await openConsole(config.upstream, handshake, users, commands, {
+        const login = consoleLogin(config.upstream, pooling?.credentials ?? null)
+        return await openConsole(login, handshake, users, commands, {
           onOpen: () => {
             clearTimeout(startupTimer)
             registry.consoles.add(raw)

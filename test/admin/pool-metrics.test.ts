@@ -51,7 +51,9 @@ function poolSeries(body: string, name: string, labels = ''): number | undefined
 }
 
 async function showPools(proxy: TestProxy): Promise<Record<string, string>[]> {
-  const console = new pg.Client({ connectionString: proxy.url('postgres', 'pgfence', '') })
+  const console = new pg.Client({
+    connectionString: proxy.url('postgres', 'pgfence', POOL_PASSWORD),
+  })
   await console.connect()
   try {
     return (await console.query('SHOW POOLS')).rows

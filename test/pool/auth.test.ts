@@ -1,10 +1,13 @@
-import { writeFileSync } from 'node:fs'
 import pg from 'pg'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { authUsers, startAuthCluster, type AuthCluster } from '../support/auth-cluster.js'
+import {
+  authUsers,
+  startAuthCluster,
+  writeClusterUserlist,
+  type AuthCluster,
+} from '../support/auth-cluster.js'
 import { currentUserAt } from '../support/clients.js'
-import { scratchFile } from '../support/pool-auth.js'
 import { startTestProxy, type TestProxy } from '../support/proxy.js'
 import { pgBin, runCommand } from '../e2e/support/commands.js'
 
@@ -12,25 +15,12 @@ let cluster: AuthCluster
 let fromFile: TestProxy
 let fromQuery: TestProxy
 
-/** The secrets PostgreSQL stores, as PgBouncer's userlist holds them; trust_user in plaintext. */
-async function writeUserlist(): Promise<string> {
-  const client = new pg.Client({ connectionString: cluster.superuserUrl })
-  await client.connect()
-  const { rows } = await client.query(
-    'SELECT rolname, rolpassword FROM pg_authid WHERE rolpassword IS NOT NULL',
-  )
-  await client.end()
-  const lines = rows.map((row) => `"${row.rolname}" "${row.rolpassword}"`)
-  lines.push(`"${authUsers.trust.user}" "trust-secret"`)
-  const file = scratchFile('userlist.txt')
-  writeFileSync(file, lines.join('\n') + '\n')
-  return file
-}
-
 beforeAll(async () => {
   cluster = await startAuthCluster()
+  // trust_user in plaintext: PostgreSQL stores no password for it.
+  const file = await writeClusterUserlist(cluster, [`"${authUsers.trust.user}" "trust-secret"`])
   fromFile = await startTestProxy(
-    { pool: { mode: 'session', size: 2 }, auth: { file: await writeUserlist() } },
+    { pool: { mode: 'session', size: 2 }, auth: { file } },
     cluster.superuserUrl,
   )
   fromQuery = await startTestProxy(

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import pg from 'pg'
 import { pgBin, runCommand } from '../e2e/support/commands.js'
 import { freePort } from '../e2e/support/ports.js'
+import { scratchFile } from './pool-auth.js'
 
 /** Login roles of the cluster, one per authentication method, each with its password. */
 export const authUsers = {
@@ -157,4 +158,20 @@ export async function startAuthCluster(): Promise<AuthCluster> {
       rmSync(dir, { recursive: true, force: true })
     },
   }
+}
+
+/** A userlist of the secrets the cluster stores, as PgBouncer's userlist holds them, and `extra`. */
+export async function writeClusterUserlist(cluster: AuthCluster, extra: string[] = []) {
+  const client = new pg.Client({ connectionString: cluster.superuserUrl })
+  await client.connect()
+  const { rows } = await client.query(
+    'SELECT rolname, rolpassword FROM pg_authid WHERE rolpassword IS NOT NULL',
+  )
+  await client.end()
+  const file = scratchFile('userlist.txt')
+  writeFileSync(
+    file,
+    [...rows.map((row) => `"${row.rolname}" "${row.rolpassword}"`), ...extra, ''].join('\n'),
+  )
+  return file
 }

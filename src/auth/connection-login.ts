@@ -1,0 +1,50 @@
+import type { ClientConnection } from '../client/client-connection.js'
+import { MessageQueue, typedMessageLength } from '../wire/message-queue.js'
+import { authenticateClient, type UpstreamCredentials } from './client-authenticator.js'
+import type { CredentialSource } from './credential-source.js'
+
+/** Password and SASL messages are small; PostgreSQL caps them alike. */
+const MAX_AUTH_MESSAGE = 10000
+
+/** A client pgfence has authenticated (and sent AuthenticationOk); its socket is paused. */
+export interface AuthenticatedConnection {
+  /** What pgfence may log in to PostgreSQL with on the client's behalf. */
+  credentials: UpstreamCredentials
+  /** The client's bytes received after its last authentication message, so far. */
+  readonly leftover: Buffer
+}
+
+/**
+ * Authenticates a client on its connection with pgfence's own credentials: `user`'s secret from
+ * `source` (looked up for `database`). A refused login rejects with the PgError to send.
+ */
+export async function authenticateConnection(
+  connection: ClientConnection,
+  user: string,
+  database: string,
+  source: CredentialSource,
+): Promise<AuthenticatedConnection> {
+  const queue = new MessageQueue(typedMessageLength(MAX_AUTH_MESSAGE))
+  const socket = connection.socket
+  const onClose = () => queue.fail(new Error('client closed the connection during authentication'))
+  socket.on('close', onClose)
+  connection.setReceiver((chunk) => (queue.push(chunk), true))
+  socket.resume()
+  try {
+    const secret = await source.lookup(user, database)
+    const conversation = {
+      send: (bytes: Buffer) => void socket.write(bytes),
+      next: () => queue.next(),
+    }
+    const credentials = await authenticateClient(conversation, user, secret)
+    socket.pause()
+    return {
+      credentials,
+      get leftover() {
+        return queue.leftover
+      },
+    }
+  } finally {
+    socket.off('close', onClose)
+  }
+}
