@@ -4,7 +4,7 @@ import { quoteLiteral } from './sql-text.js'
 export class Refusal extends Error {
   override name = 'Refusal'
   constructor(
-    readonly code: 'PF400' | 'PF501',
+    readonly code: 'PF400' | 'PF428' | 'PF501',
     message: string,
     readonly detail: string,
     readonly hint: string,

@@ -1,5 +1,7 @@
 import type { CommentMark } from './normalise.js'
+import type { Node } from './ast.js'
 import { Refusal } from './refusal.js'
+import type { FencedWrite } from './token-refusals.js'
 
 /**
  * A statement that carries a comment token is sent with a marker at its very start, where it
@@ -33,6 +35,13 @@ const cannotWrite = new Set(['TransactionStmt', 'VariableSetStmt', 'VariableShow
 
 export const canWrite = (stmt: object): boolean => !cannotWrite.has(Object.keys(stmt)[0] ?? '')
 
+/** PREPARE, CREATE RULE and EXPLAIN without ANALYZE name writes that run later, if ever. */
+export function writesLater(stmt: Node): boolean {
+  if ('PrepareStmt' in stmt || 'RuleStmt' in stmt) return true
+  const options: Node[] | undefined = stmt.ExplainStmt?.options
+  return 'ExplainStmt' in stmt && !options?.some((o) => o.DefElem?.defname === 'analyze')
+}
+
 /**
  * The one comment token the writing statements of a text share: undefined when none carries
  * one, 'mixed' when they differ (one current_query() cannot give two statements two tokens).
@@ -43,12 +52,15 @@ export function sharedToken(marks: (CommentMark | undefined)[]): CommentMark | u
   return same ? first : 'mixed'
 }
 
-export const mixedTokensRefusal = (): Refusal =>
+/** `write`: the first fenced write of the query, which the error names. */
+export const mixedTokensRefusal = (write?: FencedWrite): Refusal =>
   new Refusal(
     'PF501',
     'statements with different fencing tokens in one query',
     'a query of several statements carries one fencing token for all of them',
     'send the statements separately, or give each the same token',
+    write?.relation,
+    write?.column,
   )
 
 /**
