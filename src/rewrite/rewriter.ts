@@ -242,9 +242,10 @@ export class FencingRewriter implements StatementRewriter {
       }
       let replacement: string
       try {
-        if (tokenMark && 'PrepareStmt' in (entry.stmt as object))
-          throw preparedTokenRefusal(ctx.setting)
         const fenced = fenceStatement(entry.stmt, ctx)
+        // After the walk, which finds the table the refusal names.
+        if (tokenMark && 'PrepareStmt' in (entry.stmt as object))
+          throw preparedTokenRefusal(ctx.setting, ctx.writes[0])
         const truncate = fenced ? null : truncateGate(entry.stmt, ctx)
         if (!writesLater(entry.stmt as object)) writes.push(...ctx.writes)
         if (!fenced && truncate === null && ctx.assignments.length === 0) return

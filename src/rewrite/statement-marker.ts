@@ -52,7 +52,7 @@ export function sharedToken(marks: (CommentMark | undefined)[]): CommentMark | u
   return same ? first : 'mixed'
 }
 
-/** `write`: the first fenced write of the query, which the error names. */
+/** `write`: the first fenced write of the query, which the error names (so do metrics). */
 export const mixedTokensRefusal = (write?: FencedWrite): Refusal =>
   new Refusal(
     'PF501',
@@ -67,10 +67,12 @@ export const mixedTokensRefusal = (write?: FencedWrite): Refusal =>
  * An SQL-level `PREPARE … AS` runs its write at each `EXECUTE`, whose text the fence triggers
  * read: a comment token in the PREPARE would not reach them.
  */
-export const preparedTokenRefusal = (setting: string): Refusal =>
+export const preparedTokenRefusal = (setting: string, write?: FencedWrite): Refusal =>
   new Refusal(
     'PF501',
     'a fencing token comment in PREPARE does not apply to its EXECUTE',
     'the token of a prepared statement is read when it executes, from the EXECUTE statement',
     `put the comment on the EXECUTE, or SET ${setting} before it`,
+    write?.relation,
+    write?.column,
   )
