@@ -1,6 +1,8 @@
 import { parseArgs } from 'node:util'
 import { loadConfigFile } from '../config/load.js'
-import type { FencingConfig } from '../config/schema.js'
+import type { Config } from '../config/schema.js'
+import { statementEffects } from '../pool/transaction-rules.js'
+import { transactionPoolRefusal } from '../proxy/transaction-pool-refusals.js'
 import { createRewriter, type FencingRewriter, type Rewrite } from '../rewrite/rewriter.js'
 import type { Refusal } from '../rewrite/refusal.js'
 import { tokenRefusal } from '../rewrite/token-refusals.js'
@@ -29,25 +31,39 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`${usage}\n`)
     return 2
   }
-  let fencing: FencingConfig
+  let config: Config
   let rewriter: FencingRewriter
   try {
-    fencing = loadConfigFile(values.config).fencing
-    rewriter = await createRewriter(fencing)
+    config = loadConfigFile(values.config)
+    rewriter = await createRewriter(config.fencing)
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n`)
     return 2
   }
-  const rewrite = rewriter.explain(positionals[0]!)
-  const token = tokenRefusal(rewrite.writes ?? [], rewrite.commentToken, values.token, fencing)
-  const refusals = token ? [...rewrite.refusals, token] : rewrite.refusals
+  const sql = positionals[0]!
+  // As a transaction pool does: such a statement is refused before any rewrite.
+  const pooled = config.pool.mode === 'transaction' ? statementEffects(sql).refused : null
+  const rewrite = pooled ? { upstream: null, refusals: [] } : rewriter.explain(sql)
+  const token = tokenRefusal(
+    rewrite.writes ?? [],
+    rewrite.commentToken,
+    values.token,
+    config.fencing,
+  )
+  const refusals: Described[] = [
+    ...(pooled ? [transactionPoolRefusal(pooled)] : []),
+    ...rewrite.refusals,
+    ...(token ? [token] : []),
+  ]
   process.stdout.write(
     refusals.length > 0 ? refusals.map(describe).join('') : sent(rewrite, values.token),
   )
   return refusals.length > 0 ? 1 : 0
 }
 
-function describe(refusal: Refusal): string {
+type Described = Pick<Refusal, 'message' | 'detail' | 'hint'> & { code: string }
+
+function describe(refusal: Described): string {
   return `refused: ${refusal.code} ${refusal.message}\n  DETAIL: ${refusal.detail}\n  HINT: ${refusal.hint}\n`
 }
 

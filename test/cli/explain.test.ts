@@ -108,6 +108,24 @@ describe('pgfence explain tells what the proxy does with the token it would have
     const mixed = await explain(`/*fencing_token=7*/ ${update}; SELECT 1`)
     expect(mixed.stdout).toMatch(/^refused: PF501 statements with different fencing tokens/)
     expect(mixed.code).toBe(1)
+    // A transaction pool refuses what would outlive the transaction, before any rewrite.
+    const pooledConfig = join(dir, 'pooled.yaml')
+    writeFileSync(
+      pooledConfig,
+      'pool: { mode: transaction }\nauth: { file: userlist.txt }\nfencing: { tables: [{ name: invoices }] }\n',
+    )
+    const listen = await runCommand(process.execPath, [
+      inject('cliPath'),
+      'explain',
+      '--config',
+      pooledConfig,
+      'LISTEN invoices_paid',
+    ])
+    expect(listen.stdout).toMatch(
+      /^refused: 0A000 LISTEN not supported in transaction pooling mode\n {2}DETAIL: /,
+    )
+    expect(listen.code).toBe(1)
+    expect((await explain('LISTEN invoices_paid')).code).toBe(0)
     expect((await explain()).code).toBe(2)
     expect((await explain('--token')).code).toBe(2)
   })
