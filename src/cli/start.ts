@@ -1,13 +1,29 @@
 import { parseArgs } from 'node:util'
-import { loadConfigFile, defaultConfig } from '../config/load.js'
+import { loadConfigFile } from '../config/load.js'
 import { createLogger } from '../log.js'
+import { fencesNothing } from '../proxy/fencing.js'
 import { startProxy } from '../proxy/proxy-server.js'
+
+const usage =
+  'usage: pgfence start --config FILE\n' +
+  '(without a config no table is fenced; `npm start` runs a demo database that needs none)'
 
 /** `pgfence start --config FILE`: the proxy in the foreground until SIGTERM or SIGINT. */
 export async function run(argv: string[]): Promise<number> {
   const { values } = parseArgs({ args: argv, options: { config: { type: 'string', short: 'c' } } })
-  const config = values.config ? loadConfigFile(values.config) : defaultConfig()
+  // A proxy that fences nothing is never what `start` is for: it is refused rather than run.
+  if (!values.config) {
+    process.stderr.write(`${usage}\n`)
+    return 2
+  }
+  const config = loadConfigFile(values.config)
   const logger = createLogger(config.log.level)
+  if (fencesNothing(config.fencing)) {
+    logger.warn(
+      { config: values.config },
+      'the config fences no table: every statement passes through unchanged',
+    )
+  }
   const proxy = await startProxy(config, {
     logger,
     configFile: values.config,

@@ -1,33 +1,49 @@
-import type { ConsoleCommands, ConsoleTable, ShowSubject } from '../admin/console.js'
+import type { ConsoleCommands, ConsoleTable, ConsoleValue, ShowSubject } from '../admin/console.js'
 import type { ProxyMetrics } from '../admin/metrics.js'
 import { parseTableName } from '../config/table-names.js'
+import { FENCING_CODES } from '../rewrite/refusal.js'
 import type { NamedPoolStats } from '../pool/pool-registry.js'
 import type { LiveConfig } from './live-config.js'
 import { poolRows } from './pool-view.js'
 import type { SessionRegistry } from './session-registry.js'
 
-const REJECTION_CODES = ['PF409', 'PF428', 'PF400', 'PF501'] as const
-
-type Rejections = Map<string, Map<string, number>>
-
-/** Rejections of the tables a config name may denote (`schema.table` keys, as reported). */
-function rejectionsFor(names: readonly string[], rejections: Rejections): number[] {
-  const tables = names.map(parseTableName)
-  const counts = REJECTION_CODES.map(() => 0)
-  for (const [key, byCode] of rejections) {
-    const dot = key.indexOf('.')
-    const schema = key.slice(0, dot)
-    const name = key.slice(dot + 1)
-    if (!tables.some((t) => t.name === name && (t.schema === undefined || t.schema === schema)))
-      continue
-    REJECTION_CODES.forEach((code, i) => (counts[i]! += byCode.get(code) ?? 0))
-  }
-  return counts
+/** Whether a `schema.table` key, as rejections are counted, is a table a config name may denote. */
+function denotes(names: readonly string[], key: string): boolean {
+  const dot = key.indexOf('.')
+  const counted = { schema: key.slice(0, dot), name: key.slice(dot + 1) }
+  return names
+    .map(parseTableName)
+    .some((t) => t.name === counted.name && (t.schema === undefined || t.schema === counted.schema))
 }
 
+/** How a `schema.table` key shows when it names no table (a rejection raised outside any). */
+const keyText = (key: string): string => (key === '.' ? '(no table)' : key)
+
 async function fencing(live: LiveConfig, metrics: ProxyMetrics): Promise<ConsoleTable> {
-  const rejections = await metrics.rejectionsByTable()
   const { tables, resources } = live.config.fencing
+  const rules = [
+    ...tables.map((t) => ({
+      row: ['table', t.name, t.name, t.column, t.requireToken],
+      names: [t.name],
+    })),
+    ...resources.map((r) => ({
+      row: ['resource', r.resource ?? '(from session)', r.tables.join(', '), null, true],
+      names: r.tables,
+    })),
+  ]
+  // Each counted table goes to the one rule that may denote it (rules never overlap), the rest
+  // to a last row: the rows add up to SHOW STATS' fencing_rejections.
+  const counts = rules.map(() => FENCING_CODES.map(() => 0))
+  const other = FENCING_CODES.map(() => 0)
+  const otherKeys: string[] = []
+  for (const [key, byCode] of await metrics.rejectionsByTable()) {
+    const index = rules.findIndex((rule) => denotes(rule.names, key))
+    if (index < 0) otherKeys.push(keyText(key))
+    const into = index < 0 ? other : counts[index]!
+    FENCING_CODES.forEach((code, i) => (into[i]! += byCode.get(code) ?? 0))
+  }
+  const rows: ConsoleValue[][] = rules.map((rule, i) => [...rule.row, ...counts[i]!])
+  if (otherKeys.length > 0) rows.push(['other', null, otherKeys.join(', '), null, null, ...other])
   return {
     columns: [
       'kind',
@@ -35,26 +51,9 @@ async function fencing(live: LiveConfig, metrics: ProxyMetrics): Promise<Console
       'tables',
       'column',
       'require_token',
-      ...REJECTION_CODES.map((c) => c.toLowerCase()),
+      ...FENCING_CODES.map((c) => c.toLowerCase()),
     ],
-    rows: [
-      ...tables.map((t) => [
-        'table',
-        t.name,
-        t.name,
-        t.column,
-        t.requireToken,
-        ...rejectionsFor([t.name], rejections),
-      ]),
-      ...resources.map((r) => [
-        'resource',
-        r.resource ?? '(from session)',
-        r.tables.join(', '),
-        null,
-        true,
-        ...rejectionsFor(r.tables, rejections),
-      ]),
-    ],
+    rows,
   }
 }
 

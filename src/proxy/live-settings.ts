@@ -12,6 +12,8 @@ export interface SessionSettings {
   /** The native relay's Query templates, made from this rewriter. */
   readonly queryCache: NativeQueryCache | null
   readonly limits: Config['limits']
+  /** The token setting and comment key, which the proxy's own words for a PF428 name. */
+  readonly fencing: Config['fencing']
   /** The configured names checked in each database; null when fencing was not made from them. */
   readonly nameChecks: TableNameChecks | null
 }
@@ -46,7 +48,7 @@ export async function sessionSettings(
           nativeRelay ? createNativeQueryCache(own, options.queryCacheSize) : null,
         )
       : null
-  return { rewriter, queryCache, limits: config.limits, nameChecks }
+  return { rewriter, queryCache, limits: config.limits, fencing: config.fencing, nameChecks }
 }
 
 /**

@@ -4,23 +4,36 @@ import {
   type ErrorField,
 } from '../wire/error-response.js'
 import { Backend } from '../wire/protocol.js'
+import { directTokenHint, proxyTokenHint } from '../rewrite/token-refusals.js'
 
 /** A CONTEXT entry of pgfence's own PL/pgSQL, and the statement text one of them ran. */
 const OWN_FUNCTION = 'PL/pgSQL function pgfence.'
 const OWN_STATEMENT = 'SQL statement "SELECT pgfence.'
 const ANY_FUNCTION = 'PL/pgSQL function '
 
+/** What the proxy's own words for a PF428 name. */
+export type TokenWords = { setting: string; commentKey: string }
+
 /**
  * A PF error as a person should read it: message, DETAIL, HINT and the table fields, without
- * the CONTEXT lines of pgfence's own helpers (a user's functions stay). Returns the message to
- * send instead, or undefined to send it as it is.
+ * the CONTEXT lines of pgfence's own helpers (a user's functions stay); a PF428 with the fence
+ * trigger's HINT, which must work on any connection, gets the proxy's, which also names the
+ * comment token. Returns the message to send instead, or undefined to send it as it is.
  */
-export function readableError(message: Buffer): Buffer | undefined {
+export function readableError(message: Buffer, fencing: TokenWords): Buffer | undefined {
   if (message[0] !== Backend.ErrorResponse) return undefined
   // latin1: byte for byte, whatever the client_encoding; the markers are ASCII.
   const fields = decodeErrorResponse(message, 'latin1')
-  if (!fields.some(([key, value]) => key === 'C' && value.startsWith('PF'))) return undefined
-  return withContext(fields, withoutOwnContext)
+  const code = fields.find(([key]) => key === 'C')?.[1]
+  if (!code?.startsWith('PF')) return undefined
+  const directHint = directTokenHint(fencing.setting)
+  const hint =
+    code === 'PF428' ? fields.findIndex(([key, value]) => key === 'H' && value === directHint) : -1
+  if (hint >= 0) fields[hint] = ['H', proxyTokenHint(fencing)]
+  return (
+    withContext(fields, withoutOwnContext) ??
+    (hint >= 0 ? encodeErrorResponse(fields, 'latin1') : undefined)
+  )
 }
 
 /**

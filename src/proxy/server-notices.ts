@@ -1,7 +1,10 @@
 import type { Logger } from '../log.js'
 import { PgError, type ErrorFields } from '../wire/error-response.js'
 import { decodeParameterStatus } from '../wire/parameter-status.js'
-import { readableError } from './readable-errors.js'
+import { FENCING_CODES } from '../rewrite/refusal.js'
+import { readableError, type TokenWords } from './readable-errors.js'
+
+const isFencingCode = (code: string): boolean => (FENCING_CODES as readonly string[]).includes(code)
 
 const STALE_DETAIL = /^incoming token (\d+) is lower than the committed token (\d+)/
 
@@ -31,17 +34,21 @@ export function parameterRefusal(message: Buffer): PgError | null {
 }
 
 /**
- * A server ErrorResponse: a fencing rejection is counted, logged (info) and given back without
- * pgfence's own CONTEXT lines (the replacement returned); anything else passes as it is.
+ * A server ErrorResponse: a fencing rejection is counted, logged (info) and given back as
+ * readableError words it (the replacement returned); anything else passes as it is.
  */
 export function onServerError(
   message: Buffer,
   fields: ErrorFields,
   logger: Logger,
   onRejection: OnRejection,
+  fencing: TokenWords,
 ): Buffer | undefined {
   if (!fields.code?.startsWith('PF')) return undefined
-  onRejection(fields.code, `${fields.schema ?? ''}.${fields.table ?? ''}`)
+  // A user's own PF code is relayed as readable, but it is no fencing rejection.
+  if (isFencingCode(fields.code)) {
+    onRejection(fields.code, `${fields.schema ?? ''}.${fields.table ?? ''}`)
+  }
   const tokens = STALE_DETAIL.exec(fields.detail ?? '')
   logger.info(
     {
@@ -54,5 +61,5 @@ export function onServerError(
     },
     'fencing rejection',
   )
-  return readableError(message)
+  return readableError(message, fencing)
 }

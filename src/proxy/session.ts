@@ -445,7 +445,8 @@ export class ProxySession {
   private onServerError(message: Buffer): Buffer | undefined {
     const fields = decodeErrorFields(message)
     this.lastErrorFatal = fields.severity === 'FATAL' || fields.severity === 'PANIC'
-    return onServerError(message, fields, this.options.logger, this.options.onRejection)
+    const { logger, onRejection, settings } = this.options
+    return onServerError(message, fields, logger, onRejection, settings.current.fencing)
   }
 
   /** A protocol violation by the client: tell it why, then close both sides. */

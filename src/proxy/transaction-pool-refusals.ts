@@ -38,16 +38,27 @@ const message = (feature: RefusedFeature) => `${feature} not supported in transa
  */
 const OWN_CONTEXT = /^[^\n]*\binline_code_block\b[^\n]*$/
 
+/** The 0A000 a refused feature gets (`pgfence explain` prints it too). */
+export function transactionPoolRefusal(feature: RefusedFeature): {
+  code: '0A000'
+  message: string
+  detail: string
+  hint: string
+} {
+  const { leaves, hint } = REASONS[feature]
+  const detail = `${leaves} would stay on the server connection, which other clients use once this transaction ends`
+  return { code: '0A000', message: message(feature), detail, hint }
+}
+
 /**
  * The statement that takes a refused one's place: it fails in PostgreSQL with the refusal, at
  * the statement's place in the stream, so the transaction state stays right.
  */
 export function refusalStatement(feature: RefusedFeature): string {
-  const { leaves, hint } = REASONS[feature]
-  const detail = `${leaves} would stay on the server connection, which other clients use once this transaction ends`
-  const fields = { MESSAGE: message(feature), DETAIL: detail, HINT: hint }
+  const refusal = transactionPoolRefusal(feature)
+  const fields = { MESSAGE: refusal.message, DETAIL: refusal.detail, HINT: refusal.hint }
   const using = Object.entries(fields).map(([name, text]) => `, ${name} = ${quoteLiteral(text)}`)
-  return `DO $pgfence$BEGIN RAISE EXCEPTION USING ERRCODE = '0A000'${using.join('')}; END$pgfence$`
+  return `DO $pgfence$BEGIN RAISE EXCEPTION USING ERRCODE = '${refusal.code}'${using.join('')}; END$pgfence$`
 }
 
 const MESSAGES = new Set((Object.keys(REASONS) as RefusedFeature[]).map(message))

@@ -465,7 +465,8 @@ export class TransactionSession {
     if (message[0] === Backend.ErrorResponse) {
       const fields = decodeErrorFields(message)
       const replaced =
-        readableRefusal(message, fields) ?? onServerError(message, fields, logger, onRejection)
+        readableRefusal(message, fields) ??
+        onServerError(message, fields, logger, onRejection, live.current.fencing)
       return replaced ?? message
     }
     if (message[0] === Backend.ParameterStatus && live.current.rewriter) {

@@ -1,5 +1,6 @@
 import type { Node, TokenSource } from './ast.js'
 import type { FencedTable, ResourceTable, UnresolvedName } from './tables.js'
+import type { FencedWrite } from './token-refusals.js'
 import type { TokenAssignment } from './token-assignment.js'
 
 /** What fencing one statement works with, and what its walk fills in. */
@@ -16,6 +17,8 @@ export interface FenceContext extends TokenSource {
   commentTokenValid: boolean
   /** Filled by the walk: fence column assignments for the text (token-assignment.ts). */
   assignments: TokenAssignment[]
+  /** Filled by the walk: the fenced tables and resource members the statement writes. */
+  writes: FencedWrite[]
 }
 
 /** One node on the way from the statement's root to a node, with the key it hangs under. */

@@ -2,8 +2,9 @@ import { parseSync } from 'libpg-query'
 import { deparseSync } from 'pgsql-deparser'
 import { and, expr, tokenCall, type Node } from './ast.js'
 import type { FenceContext, PathStep } from './fence-context.js'
+import { relationOf } from './fence-target.js'
 import { Refusal } from './refusal.js'
-import { quoteIdent, quoteLiteral } from './sql-text.js'
+import { quoteLiteral } from './sql-text.js'
 import { matchTable, type RangeVar, type ResourceTable } from './tables.js'
 
 /**
@@ -39,10 +40,9 @@ interface Member {
 function memberOf(range: RangeVar | undefined, ctx: FenceContext): Member | undefined {
   const table = range && matchTable(ctx.resources, range)
   if (!table || !range) return undefined
-  const relation = [range.schemaname, range.relname]
-    .filter((part): part is string => part !== undefined)
-    .map(quoteIdent)
-    .join('.')
+  const relation = relationOf(range)
+  // Resource fences always need a token (tokenCall below).
+  ctx.writes.push({ relation, column: null, requireToken: true })
   return { table, relation, rel: quoteLiteral(relation) }
 }
 

@@ -11,6 +11,7 @@ import {
   type Target,
 } from './fence-target.js'
 import { Refusal } from './refusal.js'
+import { qualifiedName } from './sql-text.js'
 import { assignCommentToken } from './token-assignment.js'
 import { matchIgnoringCase, matchTable, type RangeVar } from './tables.js'
 
@@ -77,7 +78,9 @@ function targetOf(range: RangeVar, ctx: FenceContext): Target | undefined {
   if (!table) return refuseLookalike(range, ctx)
   // A fenced parent is refused too while one of its children lacks the fence triggers.
   refuseLookalike(range, { unresolved: ctx.unresolved.filter((name) => name.reason) })
-  return { table, relation: relationOf(range), range }
+  const relation = relationOf(range)
+  ctx.writes.push({ relation, column: table.column, requireToken: table.requireToken })
+  return { table, relation, range }
 }
 
 /**
@@ -206,7 +209,7 @@ function refuseDoBlock(node: Node, ctx: FenceContext): false {
       'DO blocks that mention a fenced table are not supported',
       `the block mentions fenced table ${table.name}; writes inside it cannot be fenced`,
       'run the writes as plain statements, which pgfence fences',
-      null,
+      qualifiedName(table.schema, table.name),
       'column' in table ? table.column : null,
     )
   }

@@ -1,10 +1,13 @@
 import { quoteLiteral } from './sql-text.js'
 
+/** The SQLSTATEs of pgfence's fences, which the proxy counts as rejections. */
+export const FENCING_CODES = ['PF409', 'PF428', 'PF400', 'PF501'] as const
+
 /** A write pgfence will not forward; it becomes a statement that raises `code` upstream. */
 export class Refusal extends Error {
   override name = 'Refusal'
   constructor(
-    readonly code: 'PF400' | 'PF501',
+    readonly code: Exclude<(typeof FENCING_CODES)[number], 'PF409'>,
     message: string,
     readonly detail: string,
     readonly hint: string,

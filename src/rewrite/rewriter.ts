@@ -24,6 +24,7 @@ import {
   preparedTokenRefusal,
   sharedToken,
   statementMarker,
+  writesLater,
 } from './statement-marker.js'
 import type { StatementRewriter } from './statement-rewriter.js'
 import {
@@ -35,6 +36,7 @@ import {
   type UnresolvedName,
 } from './tables.js'
 import { escapeRegex } from './sql-text.js'
+import type { FencedWrite } from './token-refusals.js'
 import { fillTemplate, toTemplate, type Template } from './template.js'
 
 /** What pgfence sends upstream for a text, and the refusals it contains. */
@@ -46,6 +48,10 @@ export interface Rewrite {
   exactOnly?: boolean
   /** Nothing but the statement marker of this comment mark was added to the text. */
   markOnly?: CommentMark
+  /** The fenced writes the statements run (not those PREPARE or a rule only define). */
+  writes?: FencedWrite[]
+  /** The comment token every writing statement carries: the one the fence reads. */
+  commentToken?: CommentMark
 }
 
 type CacheEntry =
@@ -211,6 +217,7 @@ export class FencingRewriter implements StatementRewriter {
     let changed = false
     let exactOnly = false
     const writerTokens: (CommentMark | undefined)[] = []
+    const writes: FencedWrite[] = []
     tree.stmts.forEach((entry, index) => {
       const start = offsets(entry.stmt_location ?? 0)
       const end = entry.stmt_len
@@ -230,14 +237,17 @@ export class FencingRewriter implements StatementRewriter {
         commentToken: tokenMark?.token ?? 'NULL',
         commentTokenValid: tokenMark?.tokenValid === true,
         assignments: [],
+        writes: [],
         commentResource: inStatement.find((m) => m.resource)?.resource ?? 'NULL',
       }
       let replacement: string
       try {
-        if (tokenMark && 'PrepareStmt' in (entry.stmt as object))
-          throw preparedTokenRefusal(ctx.setting)
         const fenced = fenceStatement(entry.stmt, ctx)
+        // After the walk, which finds the table the refusal names.
+        if (tokenMark && 'PrepareStmt' in (entry.stmt as object))
+          throw preparedTokenRefusal(ctx.setting, ctx.writes[0])
         const truncate = fenced ? null : truncateGate(entry.stmt, ctx)
+        if (!writesLater(entry.stmt as object)) writes.push(...ctx.writes)
         if (!fenced && truncate === null && ctx.assignments.length === 0) return
         if (truncate !== null) exactOnly = true
         replacement =
@@ -261,6 +271,7 @@ export class FencingRewriter implements StatementRewriter {
     return this.withStatementMarker(text, rewritten, writerTokens, parameterCount, {
       refusals,
       exactOnly,
+      writes,
     })
   }
 
@@ -276,13 +287,15 @@ export class FencingRewriter implements StatementRewriter {
     if (shared === undefined) return { upstream: rewritten, ...rest }
     if (shared !== 'mixed') {
       const markOnly = rewritten === null ? shared : undefined
-      return { upstream: statementMarker(shared) + (rewritten ?? text), ...rest, markOnly }
+      const upstream = statementMarker(shared) + (rewritten ?? text)
+      return { upstream, ...rest, markOnly, commentToken: shared }
     }
     // Placeholders of a template cannot be compared: only exact texts can tell.
     if (writerTokens.some((m) => m?.token?.startsWith('$'))) {
       return { upstream: null, refusals: [], exactOnly: true }
     }
-    const refusal = mixedTokensRefusal()
+    // Named after the first fenced write, as a rejection of it would be (metrics count by table).
+    const refusal = mixedTokensRefusal(rest.writes?.[0])
     return { upstream: refusalSql(refusal, parameterCount), refusals: [refusal] }
   }
 }

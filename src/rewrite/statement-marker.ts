@@ -1,5 +1,7 @@
 import type { CommentMark } from './normalise.js'
+import type { Node } from './ast.js'
 import { Refusal } from './refusal.js'
+import type { FencedWrite } from './token-refusals.js'
 
 /**
  * A statement that carries a comment token is sent with a marker at its very start, where it
@@ -33,6 +35,13 @@ const cannotWrite = new Set(['TransactionStmt', 'VariableSetStmt', 'VariableShow
 
 export const canWrite = (stmt: object): boolean => !cannotWrite.has(Object.keys(stmt)[0] ?? '')
 
+/** PREPARE, CREATE RULE and EXPLAIN without ANALYZE name writes that run later, if ever. */
+export function writesLater(stmt: Node): boolean {
+  if ('PrepareStmt' in stmt || 'RuleStmt' in stmt) return true
+  const options: Node[] | undefined = stmt.ExplainStmt?.options
+  return 'ExplainStmt' in stmt && !options?.some((o) => o.DefElem?.defname === 'analyze')
+}
+
 /**
  * The one comment token the writing statements of a text share: undefined when none carries
  * one, 'mixed' when they differ (one current_query() cannot give two statements two tokens).
@@ -43,22 +52,27 @@ export function sharedToken(marks: (CommentMark | undefined)[]): CommentMark | u
   return same ? first : 'mixed'
 }
 
-export const mixedTokensRefusal = (): Refusal =>
+/** `write`: the first fenced write of the query, which the error names (so do metrics). */
+export const mixedTokensRefusal = (write?: FencedWrite): Refusal =>
   new Refusal(
     'PF501',
     'statements with different fencing tokens in one query',
     'a query of several statements carries one fencing token for all of them',
     'send the statements separately, or give each the same token',
+    write?.relation,
+    write?.column,
   )
 
 /**
  * An SQL-level `PREPARE … AS` runs its write at each `EXECUTE`, whose text the fence triggers
  * read: a comment token in the PREPARE would not reach them.
  */
-export const preparedTokenRefusal = (setting: string): Refusal =>
+export const preparedTokenRefusal = (setting: string, write?: FencedWrite): Refusal =>
   new Refusal(
     'PF501',
     'a fencing token comment in PREPARE does not apply to its EXECUTE',
     'the token of a prepared statement is read when it executes, from the EXECUTE statement',
     `put the comment on the EXECUTE, or SET ${setting} before it`,
+    write?.relation,
+    write?.column,
   )

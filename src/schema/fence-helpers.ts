@@ -1,3 +1,14 @@
+import {
+  directTokenHint,
+  invalidCommentToken,
+  invalidTokenDetail,
+  invalidTokenHint,
+  invalidTokenMessage,
+  tokenRequiredDetail,
+  tokenRequiredMessage,
+} from '../rewrite/token-refusals.js'
+import { quoteLiteral } from '../rewrite/sql-text.js'
+
 /**
  * The PL/pgSQL helpers that the fence triggers, the resource gates and the proxy's own
  * compare-and-raise (for tables without their trigger, fence-rewrite.ts) call. Every rejection is raised inside
@@ -47,19 +58,20 @@ BEGIN
   END IF;
   IF comment_token IS NULL AND coalesce(raw, '') = '' THEN
     IF required THEN
-      PERFORM pgfence.refuse('PF428', 'fencing token required',
-        'no fencing token was presented for a write to table ' || pgfence.relation_name(rel),
-        'SET ' || setting || ' to the token of the lock you hold, or pass it in a SQL comment',
+      -- The HINT names only what works on any connection: the proxy gives its own.
+      PERFORM pgfence.refuse('PF428', ${quoteLiteral(tokenRequiredMessage)},
+        pg_catalog.format(${quoteLiteral(tokenRequiredDetail('%s'))}, pgfence.relation_name(rel)),
+        pg_catalog.format(${quoteLiteral(directTokenHint('%1$s', '%1$L'))}, setting),
         rel, col);
     END IF;
     RETURN NULL;
   END IF;
   IF raw !~ '^[0-9]+$' OR raw::numeric > 9223372036854775807 THEN
     -- The statement marker carries an invalid comment token as '-' (statement-marker.ts).
-    PERFORM pgfence.refuse('PF400', 'invalid fencing token',
-      'fencing token ' || CASE WHEN comment_token = '-' THEN 'in the statement''s comment'
-        ELSE pg_catalog.quote_literal(raw) END || ' is not an integer in [0, 9223372036854775807]',
-      'present the token exactly as the lock service issued it', rel, col);
+    PERFORM pgfence.refuse('PF400', ${quoteLiteral(invalidTokenMessage)},
+      pg_catalog.format(${quoteLiteral(invalidTokenDetail('%s'))}, CASE WHEN comment_token = '-'
+        THEN ${quoteLiteral(invalidCommentToken)} ELSE pg_catalog.quote_literal(raw) END),
+      ${quoteLiteral(invalidTokenHint)}, rel, col);
   END IF;
   RETURN raw::bigint;
 END
@@ -134,10 +146,10 @@ BEGIN
   END IF;
   highest := pgfence.last_issued_token();
   IF token > highest THEN
-    PERFORM pgfence.refuse('PF400', 'invalid fencing token',
+    PERFORM pgfence.refuse('PF400', ${quoteLiteral(invalidTokenMessage)},
       'fencing token ' || token || ' was never issued: the highest token pgfence.next_token() '
         || 'has issued is ' || highest,
-      'present the token exactly as the lock service issued it', rel, col);
+      ${quoteLiteral(invalidTokenHint)}, rel, col);
   END IF;
   RETURN token;
 END

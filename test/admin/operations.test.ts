@@ -123,6 +123,30 @@ describe.each(['native', 'node'] as const)('metrics with the %s relay', (relay) 
       await proxy.close()
     }
   })
+  test("a multi-statement query's rejection is counted under its table", async () => {
+    const proxy = await startOperatedProxy({ relay })
+    const client = new pg.Client({ connectionString: proxy.url() })
+    try {
+      await seed()
+      await client.connect()
+      const update = "UPDATE invoices SET status = 'x' WHERE id = 99"
+      const write = (sql: string) => sqlstateOf(client.query(sql))
+      // No token; a stale comment token on one of the two statements; a stale session token.
+      expect(await write(`${update}; SELECT 1`)).toBe('PF428')
+      expect(await write(`/* fencing_token=7 */ ${update}; SELECT 1`)).toBe('PF501')
+      expect(await write(`SET app.fencing_token = 7; ${update}`)).toBe('PF409')
+      await client.query('SELECT 1')
+      const { body } = await scrape(proxy)
+      for (const code of ['PF428', 'PF501', 'PF409']) {
+        const name = `pgfence_fencing_rejections_total{code="${code}",table="public.invoices"}`
+        expect(series(body, name)).toBe(1)
+      }
+      expect(body).not.toContain('table="."')
+    } finally {
+      await client.end()
+      await proxy.close()
+    }
+  })
 })
 
 test('client connections, server connections and native sessions are read at scrape time', async () => {
@@ -207,6 +231,57 @@ describe('admin console', () => {
       const unknown = await psql(proxy.url(undefined, 'pgfence'), ['-c', 'SELECT 1'])
       expect(unknown.stderr).toContain('unrecognized admin console command')
     } finally {
+      await proxy.close()
+    }
+  })
+
+  test('SHOW FENCING adds up to the fencing_rejections of SHOW STATS', async () => {
+    const resource = `ops_${process.pid}`
+    const proxy = await startOperatedProxy({
+      fencing: { ...fencing, resources: [{ tables: ['payments'], resource }] },
+    })
+    const client = new pg.Client({ connectionString: proxy.url() })
+    try {
+      await seed()
+      await query(db.url, `SELECT pgfence.raise_fence('${resource}', 50)`)
+      await client.connect()
+      const write = (sql: string) => sqlstateOf(client.query(sql))
+      const invoice = "UPDATE invoices SET status = 'x' WHERE id = 99"
+      const payment = "UPDATE payments SET status = 'y' WHERE id = 1"
+      // Row fences, the resource fence, and one raised outside any table.
+      expect(await write(invoice)).toBe('PF428')
+      expect(await write(`/* fencing_token=7 */ ${invoice}`)).toBe('PF409')
+      expect(await write(`/* fencing_token=7 */ ${invoice}; SELECT 1`)).toBe('PF501')
+      expect(await write(payment)).toBe('PF428')
+      expect(await write(`/* fencing_token=10 */ ${payment}`)).toBe('PF409')
+      expect(await write(`SELECT pgfence.raise_fence('${resource}', NULL)`)).toBe('PF428')
+      await client.query('SELECT 1')
+      const consoleUrl = proxy.url(undefined, 'pgfence')
+      const show = async (subject: string) =>
+        ((await query(consoleUrl, `SHOW ${subject}`)) as pg.QueryResult).rows as Record<
+          string,
+          string | null
+        >[]
+      const codes = ['pf409', 'pf428', 'pf400', 'pf501']
+      const fencingRows = (await show('FENCING')).map((row) => [
+        row.kind,
+        row.tables,
+        ...codes.map((code) => Number(row[code])),
+      ])
+      expect(fencingRows).toEqual([
+        ['table', 'invoices', 1, 1, 0, 1],
+        ['resource', 'payments', 1, 1, 0, 0],
+        ['other', '(no table)', 0, 1, 0, 0],
+      ])
+      const counted = (await show('FENCING')).flatMap((row) =>
+        codes.map((code) => Number(row[code])),
+      )
+      const shown = counted.reduce((sum, count) => sum + count, 0)
+      const [stats] = await show('STATS')
+      expect(Number(stats!.fencing_rejections)).toBe(shown)
+      expect(shown).toBe(6)
+    } finally {
+      await client.end()
       await proxy.close()
     }
   })

@@ -114,9 +114,10 @@ test('explain prints the upstream statement, a refusal, or pass-through', async 
   expect(fenced.out).toMatch(
     // The row fence is the table's trigger: the statement gets the token marker, and the fence
     // column set to the token for the trigger's cheapest check.
-    /^upstream: \/\*pgfence:token='7'\*\/ UPDATE invoices SET "fencing_token" = '7', id = 2 \/\*fencing_token='7'\*\/\n$/,
+    /^upstream: \/\*pgfence:token='7'\*\/ UPDATE invoices SET "fencing_token" = '7', id = 2 \/\*fencing_token='7'\*\/\nfenced: "invoices", with token '7' \(comment\)/,
   )
   const refused = await capture(() => explain(['--config', configFile, 'TRUNCATE invoices']))
+  expect(refused.code).toBe(1)
   expect(refused.out).toMatch(
     /^refused: PF501 TRUNCATE is not supported on a fenced table\n {2}DETAIL: /,
   )

@@ -66,6 +66,35 @@ describe('a PF error through pgfence', () => {
     }
   })
 
+  test('PF428 hints: the trigger names the session setting only, pgfence the comment too', async () => {
+    const update = "UPDATE invoices SET status = 'PAID' WHERE id = 99"
+    // Straight to PostgreSQL: the fence trigger raises it, and no comment reaches it there.
+    const direct = new pg.Client({ connectionString: stack.db.url })
+    const proxied = new pg.Client({ connectionString: stack.url })
+    await direct.connect()
+    await proxied.connect()
+    try {
+      const raised = (await direct.query(update).catch((e) => e)) as pg.DatabaseError
+      expect(raised).toMatchObject({ code: 'PF428', message: 'fencing token required' })
+      expect(raised.hint).toContain('SET app.fencing_token = N')
+      expect(raised.hint).toContain("SELECT set_config('app.fencing_token', 'N', false)")
+      expect(raised.hint).not.toMatch(/comment|fencing_token=N/)
+      // What it suggests works there.
+      await direct.query("SELECT set_config('app.fencing_token', '150', false)")
+      expect((await direct.query(update)).rowCount).toBe(1)
+
+      const relayed = (await proxied.query(update).catch((e) => e)) as pg.DatabaseError
+      expect(relayed).toMatchObject({ code: 'PF428', message: 'fencing token required' })
+      expect(relayed.hint).toContain('SET app.fencing_token = N')
+      expect(relayed.hint).toContain('/* fencing_token=N */')
+      expect((await proxied.query(`/* fencing_token=160 */ ${update}`)).rowCount).toBe(1)
+    } finally {
+      await direct.end()
+      await proxied.end()
+      await stack.seed(99, '100')
+    }
+  })
+
   test("a user's own function stays in the CONTEXT", async () => {
     const client = new pg.Client({ connectionString: stack.url })
     await client.connect()

@@ -71,14 +71,14 @@ test('explain shows the rewrite of a member-table write', async () => {
     .spyOn(process.stdout, 'write')
     .mockImplementation((chunk: string | Uint8Array) => out.push(String(chunk)) > 0)
   try {
-    expect(await explain(['--config', config, 'UPDATE payouts SET amount = 1 WHERE id = 2'])).toBe(
-      0,
-    )
+    const sql = 'UPDATE payouts SET amount = 1 WHERE id = 2'
+    expect(await explain(['--config', config, '--token', '3', sql])).toBe(0)
   } finally {
     write.mockRestore()
   }
   expect(out.join('')).toBe(
     "upstream: UPDATE payouts SET amount = 1 WHERE (SELECT pgfence.enter_resource('nightly-billing', " +
-      "pgfence.token(NULL, 'app.fencing_token', true, '\"payouts\"', NULL), '\"payouts\"')) AND id = 2\n",
+      "pgfence.token(NULL, 'app.fencing_token', true, '\"payouts\"', NULL), '\"payouts\"')) AND id = 2\n" +
+      'fenced: "payouts", with token 3 (session); PF409 if a row or resource holds a higher one\n',
   )
 })

@@ -108,7 +108,10 @@ describe('write shapes', () => {
   test('a comment token in PREPARE is refused; on EXECUTE it marks the statement', () => {
     expect(
       rewriter.rewriteQuery("PREPARE p AS UPDATE invoices SET a = 1 /*fencing_token='5'*/"),
-    ).toMatch(/SELECT pgfence\.refuse\('PF501', 'a fencing token comment in PREPARE/)
+    ).toMatch(
+      // Named after the table it writes, as every rejection is counted by table.
+      /SELECT pgfence\.refuse\('PF501', 'a fencing token comment in PREPARE.*, '"invoices"', 'fencing_token'\)$/,
+    )
     expect(rewriter.rewriteQuery('PREPARE p AS UPDATE invoices SET a = 1')).toBeNull()
     expect(rewriter.rewriteQuery("EXECUTE p /*fencing_token='5'*/")).toBe(
       "/*pgfence:token='5'*/ EXECUTE p /*fencing_token='5'*/",
@@ -145,6 +148,13 @@ describe('multi-statement queries and comment tokens', () => {
         /^SELECT pgfence\.refuse\('PF501', 'statements with different fencing tokens/,
       )
     }
+    // The refusal names the first fenced table written, where there is one.
+    expect(
+      rewriter.rewriteQuery('SELECT 1 /* fencing_token=7 */; DELETE FROM invoices WHERE a = 2'),
+    ).toMatch(/, '"invoices"', 'fencing_token'\)$/)
+    expect(
+      rewriter.rewriteQuery('SELECT 1 /* fencing_token=7 */; SELECT 2 /* fencing_token=8 */'),
+    ).toMatch(/, NULL, NULL\)$/)
   })
 
   test('a comment token marks a statement that names no fenced table; literals do not', () => {
