@@ -8,6 +8,7 @@ import {
   refuse,
   refuseFenceColumnWrite,
   relationOf,
+  writesFenceColumn,
   type Target,
 } from './fence-target.js'
 import { Refusal } from './refusal.js'
@@ -77,7 +78,12 @@ function targetOf(range: RangeVar, ctx: FenceContext): Target | undefined {
   if (!table) return refuseLookalike(range, ctx)
   // A fenced parent is refused too while one of its children lacks the fence triggers.
   refuseLookalike(range, { unresolved: ctx.unresolved.filter((name) => name.reason) })
-  return { table, relation: relationOf(range), range }
+  return {
+    table,
+    relation: relationOf(range),
+    range,
+    columnLeftToTrigger: ctx.maintenance && table.triggered,
+  }
 }
 
 /**
@@ -104,6 +110,8 @@ function checkUpdate(node: Node, ctx: FenceContext): boolean {
     rewriteUpdate(node, t, ctx)
     return true
   }
+  // Left to the trigger under maintenance: the statement's own value is the one to write.
+  if (writesFenceColumn(t, node.targetList)) return false
   const assignment = assignCommentToken(node, t, ctx)
   if (assignment) ctx.assignments.push(assignment)
   return false
