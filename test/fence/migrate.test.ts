@@ -170,6 +170,11 @@ test('a fence column Sequelize created (nullable, no default) gets DEFAULT 0 and
   })
   const args = ['--config', configWith('sequelize', 'fencing:\n  tables:\n    - name: Invoices\n')]
   args.push('--database-url', db.url)
+  const dry = await capture(() => migrate([...args, '--dry-run']))
+  expect(dry.out).toContain(
+    'ALTER TABLE "public"."Invoices" ALTER COLUMN "fencing_token" SET DEFAULT 0, ALTER COLUMN "fencing_token" SET NOT NULL;\nSELECT pgfence.fence_table(\'"public"."Invoices"\'::regclass',
+  )
+  expect(await columnOf('Invoices')).toMatchObject({ is_nullable: 'YES' })
   expect(await capture(() => migrate(args))).toEqual({
     code: 0,
     out: 'pgfence migrate: Invoices.fencing_token: set DEFAULT 0, NOT NULL\npgfence migrate: database is ready\n',
