@@ -3,6 +3,8 @@ import pg from 'pg'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { installSql } from '../../src/schema/install.js'
+import { query } from '../../src/wire/messages.js'
+import { rawClientOf } from '../pool/raw-client.js'
 import {
   adminQuery,
   createTestDatabase,
@@ -125,6 +127,32 @@ test('SET LOCAL and set_config: up to the end of the transaction, as PostgreSQL 
   await client.query('SET app.fencing_token = 200')
   expect(await writeFence(client, 15)).toEqual(['PF501', '13'])
   await client.query('RESET app.fencing_token')
+})
+
+/** What each Query of one write got: its command tag, or its SQLSTATE. */
+async function pipelined(client: pg.Client, ...texts: string[]): Promise<string[]> {
+  const raw = rawClientOf(client)
+  await raw.send(Buffer.concat(texts.map(query)))
+  const replies = await raw.replies(texts.length)
+  return replies
+    .filter((m) => m.type === 'C' || m.type === 'E')
+    .map((m) => {
+      const text = m.body.toString('utf8')
+      return m.type === 'C' ? text.slice(0, -1) : (/\0C([^\0]*)\0/.exec(`\0${text}`)?.[1] ?? '?')
+    })
+}
+
+test('a switch and a write in one read: the write follows the switch, cached template or not', async () => {
+  await seed()
+  const client = await connect()
+  expect(await writeFence(client, 40)).toEqual(['PF501', '100'])
+  const update = 'UPDATE invoices SET fencing_token = 41 WHERE id = 99'
+  const on = await pipelined(client, 'SET pgfence.maintenance = on', update)
+  expect(on).toEqual(['SET', 'UPDATE 1'])
+  expect(await token99()).toBe('41')
+  const off = await pipelined(client, 'RESET pgfence.maintenance', update.replace('41', '42'))
+  expect(off).toEqual(['RESET', 'PF501'])
+  expect(await token99()).toBe('41')
 })
 
 test('startup options turn it on', async () => {
