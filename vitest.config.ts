@@ -16,6 +16,7 @@ const nodeRelaySuites = [
   'test/faults/invariant.test.ts',
   'test/fencing-e2e/readable-errors.test.ts',
   'test/fence/maintenance-log.test.ts',
+  'test/fence/maintenance-writes.test.ts',
 ]
 
 /**
@@ -31,6 +32,7 @@ const pooledSuites = [
   'test/fencing-e2e/postgres-js.test.ts',
   'test/fencing-e2e/psql.test.ts',
   'test/fencing-e2e/readable-errors.test.ts',
+  'test/fence/maintenance-writes.test.ts',
 ]
 
 export default defineConfig({

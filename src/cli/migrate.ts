@@ -2,10 +2,31 @@ import { parseArgs } from 'node:util'
 import pg from 'pg'
 import { loadConfigFile } from '../config/load.js'
 import type { FencingConfig } from '../config/schema.js'
+import { columnFixes, columnProblems, describeFix } from '../schema/fence-columns.js'
 import { installSql } from '../schema/install.js'
 import { resolveTables } from '../schema/resolve-tables.js'
+import { maxTokenStart, tokenStartSql } from '../schema/token-source.js'
 
-const usage = 'usage: pgfence migrate --config FILE --database-url URL [--dry-run]'
+const usage =
+  'usage: pgfence migrate --config FILE --database-url URL [--token-start N] [--dry-run]'
+
+/** `--token-start`: an integer in [0, maxTokenStart]; undefined when absent, null when invalid. */
+function tokenStart(text: string | undefined): bigint | undefined | null {
+  if (text === undefined) return undefined
+  return /^[0-9]{1,19}$/.test(text) && BigInt(text) <= maxTokenStart ? BigInt(text) : null
+}
+
+const say = (line: string) => void process.stdout.write(`pgfence migrate: ${line}\n`)
+
+/** Runs tokenStartSql; says what it did. */
+async function startTokens(client: pg.Client, start: bigint): Promise<string> {
+  const results = [await client.query(tokenStartSql(start))].flat()
+  const { last, moved } = results.find((result) => result.command === 'SELECT')!.rows[0]!
+  const before = last === '0' ? 'none was issued before' : `the last issued was ${last}`
+  return moved === true
+    ? `token sequence moved: the next token is ${start + 1n} (${before})`
+    : `token sequence left as it is: it is already past ${start} (the last issued token is ${last})`
+}
 
 /** A WARNING the install raised (what it could not do, and what to do about it), on stderr. */
 function reportWarning(notice: {
@@ -22,7 +43,12 @@ function reportWarning(notice: {
 
 /** `pgfence migrate`: installs the pgfence schema and fence columns, idempotently. */
 export async function run(argv: string[]): Promise<number> {
-  let values: { config?: string; 'database-url'?: string; 'dry-run'?: boolean }
+  let values: {
+    config?: string
+    'database-url'?: string
+    'dry-run'?: boolean
+    'token-start'?: string
+  }
   try {
     ;({ values } = parseArgs({
       args: argv,
@@ -30,16 +56,23 @@ export async function run(argv: string[]): Promise<number> {
         config: { type: 'string' },
         'database-url': { type: 'string' },
         'dry-run': { type: 'boolean', default: false },
+        'token-start': { type: 'string' },
       },
     }))
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n${usage}\n`)
     return 2
   }
+  const start = tokenStart(values['token-start'])
+  if (start === null) {
+    process.stderr.write(`--token-start must be an integer in [0, ${maxTokenStart}]\n${usage}\n`)
+    return 2
+  }
   if (!values.config || (!values['dry-run'] && !values['database-url'])) {
     process.stderr.write(`${usage}\n`)
     return 2
   }
+  const startSql = start === undefined ? '' : tokenStartSql(start)
   let fencing: FencingConfig
   try {
     fencing = loadConfigFile(values.config).fencing
@@ -48,31 +81,37 @@ export async function run(argv: string[]): Promise<number> {
     return 2
   }
   if (values['dry-run'] && !values['database-url']) {
-    process.stdout.write(installSql(fencing))
+    process.stdout.write(installSql(fencing) + startSql)
     return 0
   }
   const client = new pg.Client({ connectionString: values['database-url'] })
   client.on('notice', reportWarning)
   try {
     await client.connect()
-    const { tables, problems } = await resolveTables(client, fencing)
+    const { tables, problems: nameProblems } = await resolveTables(client, fencing)
+    const problems = [
+      ...nameProblems.map((problem) => problem.message),
+      ...(await columnProblems(client, tables)),
+    ]
     if (problems.length > 0) {
-      for (const problem of problems) process.stderr.write(`pgfence migrate: ${problem.message}\n`)
+      for (const problem of problems) process.stderr.write(`pgfence migrate: ${problem}\n`)
       process.stderr.write('pgfence migrate: nothing was changed\n')
       return 1
     }
     const sql = installSql(fencing, tables)
     if (values['dry-run']) {
-      process.stdout.write(sql)
+      process.stdout.write(sql + startSql)
       return 0
     }
     await client.query(sql)
+    for (const fix of columnFixes(tables)) say(describeFix(fix))
+    if (start !== undefined) say(await startTokens(client, start))
   } catch (err) {
     process.stderr.write(`pgfence migrate failed: ${(err as Error).message}\n`)
     return 1
   } finally {
     await client.end().catch(() => undefined)
   }
-  process.stdout.write('pgfence migrate: database is ready\n')
+  say('database is ready')
   return 0
 }

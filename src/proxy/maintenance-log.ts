@@ -1,4 +1,5 @@
 import type { Logger } from '../log.js'
+import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 import { maintenanceNeedle } from '../rewrite/statement-marker.js'
 import { Frontend } from '../wire/protocol.js'
 import type { RequestProgress } from './request-progress.js'
@@ -32,7 +33,8 @@ export const startsInMaintenance = (params: Map<string, string>): boolean =>
  * logging: on from any statement that names the setting until the session has certainly turned
  * it off (RESET, `= off`, DISCARD ALL sent on its own outside a transaction), or, for SET LOCAL,
  * until that transaction has certainly ended. While on, the session must see every Query and
- * Parse (the native relay hands them all over) and every Bind of a named statement.
+ * Parse (the native relay hands them all over) and every Bind of a named statement, and its
+ * statements are rewritten by the rewriter for maintenance (rewriterFor).
  */
 export class MaintenanceLog {
   private session: boolean
@@ -48,6 +50,14 @@ export class MaintenanceLog {
   /** Whether every statement must be shown to observe(). */
   get on(): boolean {
     return this.session || this.local
+  }
+
+  /**
+   * The rewriter for the session's next statement: while maintenance may be on, the one that
+   * leaves fence column writes to the fence trigger (which reads the setting itself).
+   */
+  rewriterFor(rewriter: StatementRewriter): StatementRewriter {
+    return this.on ? (rewriter.underMaintenance ?? rewriter) : rewriter
   }
 
   /**

@@ -420,7 +420,7 @@ export class ProxySession {
     const rewriter = this.options.settings.current.rewriter
     if (!rewriter) return message
     try {
-      return interceptStatement(message, rewriter)
+      return interceptStatement(message, this.maintenance.rewriterFor(rewriter))
     } catch (err) {
       this.options.logger.error({ err }, 'statement rewrite failed')
       this.abort(new PgError('XX000', 'pgfence could not rewrite the statement'))

@@ -112,7 +112,7 @@ export class TableNameChecks {
     }
     const { tables, problems } = resolveNames(this.names, names.rows.map(candidateRow))
     const unfenced = descendants.rows.map((row) => unfencedDescendant(row, this.names))
-    const columnless = tables.filter((t) => t.column !== undefined && !t.hasColumn)
+    const columnless = tables.filter((t) => t.column !== undefined && t.existingColumn === null)
     const withTrigger = new Set(triggered.rows.map((row) => Number(row.ord)))
     const reported = new Set([...problems, ...columnless].map((name) => name.text))
     const untriggered = this.fencing.tables

@@ -6,6 +6,7 @@ import type { ServerConnection } from '../pool/server-connection.js'
 import { settingsStatement } from '../pool/startup-settings.js'
 import { statementEffects } from '../pool/transaction-rules.js'
 import { quoteLiteral } from '../rewrite/sql-text.js'
+import { maintenanceNeedle as maintenanceSetting } from '../rewrite/statement-marker.js'
 import { readBackendKey, type BackendKey } from '../server/cancel-forwarder.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
@@ -392,7 +393,7 @@ export class TransactionSession {
     if (effects.refused)
       return this.replaceText(message, textAt, end, refusalStatement(effects.refused))
     const rewriter = this.options.live.current.rewriter
-    return rewriter ? interceptStatement(message, rewriter) : message
+    return rewriter ? interceptStatement(message, this.maintenance.rewriterFor(rewriter)) : message
   }
 
   private replaceText(message: Buffer, textAt: number, end: number, text: string): Buffer {
@@ -640,7 +641,8 @@ export function startTransactionSession(
   },
 ): TransactionSession {
   const { setting, resourceSetting } = config.fencing
-  const tracked = new Set([setting, resourceSetting, 'application_name'])
+  // pgfence.maintenance too: a session under it stays under it, as without pooling.
+  const tracked = new Set([setting, resourceSetting, maintenanceSetting, 'application_name'])
   for (const [name] of pooled.settings) tracked.add(name.toLowerCase())
   const session = new TransactionSession(connection, {
     pool: pooled.pool,

@@ -15,6 +15,8 @@ export interface FenceContext extends TokenSource {
   commentResource: string
   /** The statement's comment token is valid (1 to 18 digits). */
   commentTokenValid: boolean
+  /** pgfence.maintenance may be on in the session (see Target.columnLeftToTrigger). */
+  maintenance: boolean
   /** Filled by the walk: fence column assignments for the text (token-assignment.ts). */
   assignments: TokenAssignment[]
   /** Filled by the walk: the fenced tables and resource members the statement writes. */

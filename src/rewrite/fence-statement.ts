@@ -8,6 +8,7 @@ import {
   refuse,
   refuseFenceColumnWrite,
   relationOf,
+  writesFenceColumn,
   type Target,
 } from './fence-target.js'
 import { Refusal } from './refusal.js'
@@ -80,7 +81,7 @@ function targetOf(range: RangeVar, ctx: FenceContext): Target | undefined {
   refuseLookalike(range, { unresolved: ctx.unresolved.filter((name) => name.reason) })
   const relation = relationOf(range)
   ctx.writes.push({ relation, column: table.column, requireToken: table.requireToken })
-  return { table, relation, range }
+  return { table, relation, range, columnLeftToTrigger: ctx.maintenance && table.triggered }
 }
 
 /**
@@ -107,6 +108,8 @@ function checkUpdate(node: Node, ctx: FenceContext): boolean {
     rewriteUpdate(node, t, ctx)
     return true
   }
+  // Left to the trigger under maintenance: the statement's own value is the one to write.
+  if (writesFenceColumn(t, node.targetList)) return false
   const assignment = assignCommentToken(node, t, ctx)
   if (assignment) ctx.assignments.push(assignment)
   return false

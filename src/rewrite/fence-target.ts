@@ -9,6 +9,13 @@ export interface Target {
   /** The relation as the statement names it, quoted. */
   relation: string
   range: RangeVar
+  /**
+   * A write to its fence column goes to its fence trigger, which decides by PostgreSQL's own
+   * maintenance rules (written for a superuser or a member of pgfence_maintenance, 42501 for
+   * other roles, PF501 with maintenance off): the session may be under maintenance, and the
+   * table has its trigger.
+   */
+  columnLeftToTrigger: boolean
 }
 
 export const relationOf = (range: RangeVar): string =>
@@ -18,8 +25,12 @@ export const refuse = (t: Target, message: string, detail: string, hint: string)
   throw new Refusal('PF501', message, detail, hint, t.relation, t.table.column)
 }
 
+/** Whether a SET or column list names the fence column. */
+export const writesFenceColumn = (t: Target, targets: Node[] | undefined): boolean =>
+  targets?.some((target: Node) => target.ResTarget?.name === t.table.column) ?? false
+
 export function refuseFenceColumnWrite(t: Target, targets: Node[] | undefined): void {
-  if (targets?.some((target: Node) => target.ResTarget?.name === t.table.column)) {
+  if (!t.columnLeftToTrigger && writesFenceColumn(t, targets)) {
     refuse(
       t,
       'the fence column of a fenced table cannot be written directly',

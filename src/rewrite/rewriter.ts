@@ -64,6 +64,8 @@ type CacheEntry =
   | { kind: 'marked'; mark: CommentMark }
 
 const unchanged: CacheEntry = { kind: 'unchanged' }
+/** Texts sessions under maintenance rewrite are few: backfills, repairs, fixtures. */
+const maintenanceCacheSize = 256
 const commentOpener = /\/\*|--/
 const mayNameMaintenance = new RegExp(`${escapeRegex(maintenanceNeedle)}|set_config`, 'i')
 
@@ -78,16 +80,19 @@ export class FencingRewriter implements StatementRewriter {
   private readonly mayNeedRewrite: (sql: string) => boolean
   readonly prefilterNeedles: readonly string[]
   private readonly cache: Lru<CacheEntry>
+  private maintenanceRewriter: FencingRewriter | undefined
 
   /**
    * `unresolved`: configured names that resolve to no table where this rewriter is used;
-   * `triggered`: the fenced tables that have their fence trigger there.
+   * `triggered`: the fenced tables that have their fence trigger there; `maintenance`: for
+   * sessions that may be under pgfence.maintenance (see underMaintenance).
    */
   constructor(
     private readonly fencing: FencingConfig,
     cacheSize = 4096,
     private readonly unresolved: UnresolvedName[] = [],
-    triggered: Triggered = 'all',
+    private readonly triggered: Triggered = 'all',
+    private readonly maintenance = false,
   ) {
     this.tables = fencedTables(fencing, triggered)
     this.resources = resourceTables(fencing)
@@ -103,6 +108,22 @@ export class FencingRewriter implements StatementRewriter {
       this.mayTouchFencedTable(sql) || (key.test(sql) && commentOpener.test(sql))
     this.prefilterNeedles = [...prefilter.needles, maintenanceNeedle]
     this.cache = new Lru(cacheSize)
+  }
+
+  /**
+   * The rewriter of a session that may be under pgfence.maintenance, with a cache of its own:
+   * writes to the fence column of a table with its fence trigger pass to the trigger.
+   */
+  get underMaintenance(): FencingRewriter {
+    if (this.maintenance) return this
+    this.maintenanceRewriter ??= new FencingRewriter(
+      this.fencing,
+      maintenanceCacheSize,
+      this.unresolved,
+      this.triggered,
+      true,
+    )
+    return this.maintenanceRewriter
   }
 
   get cacheSize(): number {
@@ -236,6 +257,7 @@ export class FencingRewriter implements StatementRewriter {
         rejectUnissued: this.fencing.rejectUnissuedTokens,
         commentToken: tokenMark?.token ?? 'NULL',
         commentTokenValid: tokenMark?.tokenValid === true,
+        maintenance: this.maintenance,
         assignments: [],
         writes: [],
         commentResource: inStatement.find((m) => m.resource)?.resource ?? 'NULL',

@@ -23,6 +23,12 @@ export interface StatementRewriter {
    * to change it; absent: any statement may change.
    */
   readonly prefilterNeedles?: readonly string[]
+  /**
+   * The rewriter for a session in which pgfence.maintenance may be on: a write to the fence
+   * column of a table with its fence trigger passes, for the trigger to decide (see
+   * fence-target.ts). Absent: such sessions are rewritten as any other.
+   */
+  readonly underMaintenance?: StatementRewriter
   /** Lookups in the rewriter's own cache so far. */
   cacheLookups?(): { hits: number; misses: number }
 }

@@ -5,6 +5,7 @@ import { fenceDescendantsSql, recordRowFenceSql } from './fence-descendants.js'
 import { fenceHelpersSql } from './fence-helpers.js'
 import { fenceTriggersSql } from './fence-triggers.js'
 import type { ResolvedTable } from './resolve-tables.js'
+import { columnFixes, columnFixSql } from './fence-columns.js'
 import { resourceFencesSql } from './resource-fences.js'
 import { gateTableSql, resourceGatesSql } from './resource-gates.js'
 import { tokenSourceSql } from './token-source.js'
@@ -19,19 +20,22 @@ const migrationLockKey = 0x7066656e6365
  * fence column if missing, its fence triggers (see fence-triggers.ts) and its record, and for
  * each member table of a fixed resource its gate (resource-gates.ts). Adding a
  * column with a constant default is a catalog-only change. With the tables the names resolved to
- * in the database (resolve-tables.ts), each is named with the schema it resolved in.
+ * in the database (resolve-tables.ts), each is named with the schema it resolved in, and an
+ * existing fence column gets the DEFAULT 0 and NOT NULL it lacks (fence-columns.ts).
  */
 export function installSql(fencing: FencingConfig, resolved?: ResolvedTable[]): string {
   // `row`: a row-fenced table's name, else a resource member's (the two never overlap).
+  const resolvedOf = (table: { schema: string | undefined; name: string }, row: boolean) =>
+    resolved?.find(
+      (r) => (r.column !== undefined) === row && r.name === table.name && r.schema === table.schema,
+    )
   const regclass = (table: { schema: string | undefined; name: string }, row: boolean) => {
-    const schema =
-      resolved?.find(
-        (r) =>
-          (r.column !== undefined) === row && r.name === table.name && r.schema === table.schema,
-      )?.resolvedSchema ?? table.schema
+    const schema = resolvedOf(table, row)?.resolvedSchema ?? table.schema
     return `${quoteLiteral(qualifiedName(schema, table.name))}::regclass`
   }
+  const fixes = columnFixes(resolved ?? [])
   const tables = fencedTables(fencing).map((table) => {
+    const fix = fixes.find((f) => f.table === resolvedOf(table, true))
     const args = [
       regclass(table, true),
       quoteLiteral(table.column),
@@ -39,7 +43,8 @@ export function installSql(fencing: FencingConfig, resolved?: ResolvedTable[]): 
       table.requireToken,
       fencing.rejectUnissuedTokens,
     ]
-    return `SELECT pgfence.fence_table(${args.join(', ')});\n${recordRowFenceSql(args)}`
+    const fence = `SELECT pgfence.fence_table(${args.join(', ')});\n${recordRowFenceSql(args)}`
+    return fix ? `${columnFixSql(fix)}\n${fence}` : fence
   })
   // Members of a resource named by the session are gated by the proxy only (resource-gates.ts).
   const gates = resourceTables(fencing).flatMap(({ resource, ...table }) =>

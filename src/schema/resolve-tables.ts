@@ -12,13 +12,22 @@ export interface ConfiguredName {
   column?: string
 }
 
+/** A fence column that is there already, as the catalog describes it. */
+export interface ExistingColumn {
+  /** Its type, as format_type spells it (`bigint`). */
+  type: string
+  notNull: boolean
+  /** Its default expression, as pg_get_expr gives it; null when it has none. */
+  default: string | null
+}
+
 /** A table a configured name resolves to. */
 export interface ResolvedTable extends ConfiguredName {
   /** The table's schema, as the catalog spells it. */
   resolvedSchema: string
   partition: boolean
-  /** The fence column is there already (a partition inherits it from its parent). */
-  hasColumn: boolean
+  /** The fence column, when it is there already (a partition inherits it from its parent). */
+  existingColumn: ExistingColumn | null
   /** A partition's parent table, `schema.table` in config spelling. */
   parent: string | null
 }
@@ -45,7 +54,7 @@ export interface CandidateRow {
   partition: boolean
   /** Position of its schema in the search_path, null when it is not on it. */
   pathPosition: number | null
-  hasColumn: boolean
+  existingColumn: ExistingColumn | null
   parent: string | null
 }
 
@@ -70,7 +79,8 @@ const literal = (value: string | undefined): string =>
 /**
  * One catalog query (simple protocol, no parameters) listing, for each configured name, the
  * relations whose name equals it ignoring letter case, outside PostgreSQL's and pgfence's own
- * schemas. Columns: ord, schema, name, kind, partition, path_position, has_column, parent.
+ * schemas. Columns: ord, schema, name, kind, partition, path_position, the fence column's
+ * column_type, column_not_null and column_default (NULL when it is not there), parent.
  */
 export function candidatesSql(names: ConfiguredName[]): string {
   const wanted = names
@@ -82,8 +92,7 @@ export function candidatesSql(names: ConfiguredName[]): string {
   return `SELECT w.ord, n.nspname AS schema, c.relname AS name, c.relkind AS kind,
        c.relispartition AS partition,
        pg_catalog.array_position(pg_catalog.current_schemas(true), n.nspname::text) AS path_position,
-       EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid
-                  AND a.attname = w.col AND a.attnum > 0 AND NOT a.attisdropped) AS has_column,
+       col.column_type, col.column_not_null, col.column_default,
        (SELECT pn.nspname || '.' || p.relname FROM pg_catalog.pg_inherits i
           JOIN pg_catalog.pg_class p ON p.oid = i.inhparent
           JOIN pg_catalog.pg_namespace pn ON pn.oid = p.relnamespace
@@ -91,6 +100,14 @@ export function candidatesSql(names: ConfiguredName[]): string {
   FROM (VALUES ${wanted}) AS w(ord, nsp, rel, col)
   JOIN pg_catalog.pg_class c ON pg_catalog.lower(c.relname) = pg_catalog.lower(w.rel)
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+  LEFT JOIN LATERAL (
+    SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) AS column_type,
+           a.attnotnull AS column_not_null,
+           pg_catalog.pg_get_expr(d.adbin, d.adrelid) AS column_default
+      FROM pg_catalog.pg_attribute a
+      LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+     WHERE a.attrelid = c.oid AND a.attname = w.col AND a.attnum > 0 AND NOT a.attisdropped
+  ) AS col ON true
  WHERE (w.nsp IS NULL OR pg_catalog.lower(n.nspname) = pg_catalog.lower(w.nsp))
    AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
    AND n.nspname NOT LIKE 'pg\\_%' AND n.nspname NOT IN ('information_schema', 'pgfence')
@@ -100,6 +117,8 @@ export function candidatesSql(names: ConfiguredName[]): string {
 /** Reads the query's rows, as node-postgres or the text protocol gives them. */
 export function candidateRow(row: Record<string, unknown>): CandidateRow {
   const bool = (value: unknown) => value === true || value === 't'
+  const text = (value: unknown) => (value === null || value === undefined ? null : String(value))
+  const type = text(row.column_type)
   return {
     ord: Number(row.ord),
     schema: String(row.schema),
@@ -107,8 +126,11 @@ export function candidateRow(row: Record<string, unknown>): CandidateRow {
     kind: String(row.kind),
     partition: bool(row.partition),
     pathPosition: row.path_position === null ? null : Number(row.path_position),
-    hasColumn: bool(row.has_column),
-    parent: row.parent === null || row.parent === undefined ? null : String(row.parent),
+    existingColumn:
+      type === null
+        ? null
+        : { type, notNull: bool(row.column_not_null), default: text(row.column_default) },
+    parent: text(row.parent),
   }
 }
 
@@ -163,7 +185,7 @@ export function resolveNames(names: ConfiguredName[], rows: CandidateRow[]): Res
         ...configured,
         resolvedSchema: table.schema,
         partition: table.partition,
-        hasColumn: table.hasColumn,
+        existingColumn: table.existingColumn,
         parent: table.parent,
       })
     }
@@ -179,7 +201,10 @@ function withPartitionProblems({ tables, problems }: Resolution): Resolution {
   const key = (schema: string, name: string) => `${schema}.${name}`
   const fenced = new Set(tables.map((table) => key(table.resolvedSchema, table.name)))
   const orphan = (table: ResolvedTable) =>
-    table.partition && table.column !== undefined && !table.hasColumn && !fenced.has(table.parent!)
+    table.partition &&
+    table.column !== undefined &&
+    table.existingColumn === null &&
+    !fenced.has(table.parent!)
   for (const table of tables.filter(orphan)) {
     problems.push({
       ...table,

@@ -33,3 +33,23 @@ AS $$
   SELECT coalesce(pg_sequence_last_value('pgfence.token_seq'::regclass), 0)
 $$;
 `
+
+/** The highest `--token-start`: the token after it must still fit a bigint. */
+export const maxTokenStart = 2n ** 63n - 2n
+
+/**
+ * `pgfence migrate --token-start N`: the next token next_token() issues is above N (tokens already
+ * in use, from before pgfence), never lower than it would have been. ALTER SEQUENCE blocks every
+ * nextval until COMMIT and makes setval part of the transaction, so no token is issued between
+ * the read and the move. The SELECT gives `last` (the highest token issued before) and `moved`
+ * (true when the sequence was moved).
+ */
+export const tokenStartSql = (start: bigint): string => `BEGIN;
+SET LOCAL synchronous_commit = on;
+ALTER SEQUENCE pgfence.token_seq NO CYCLE;
+WITH before AS MATERIALIZED (SELECT pgfence.last_issued_token() AS last)
+SELECT last, last < ${start} AS moved,
+       CASE WHEN last < ${start} THEN pg_catalog.setval('pgfence.token_seq', ${start}) END
+  FROM before;
+COMMIT;
+`

@@ -2,10 +2,18 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
+import { DataTypes, Sequelize } from 'sequelize'
 import { afterAll, beforeAll, expect, test, vi } from 'vitest'
 import { run as explain } from '../../src/cli/explain.js'
 import { run as migrate } from '../../src/cli/migrate.js'
-import { createTestDatabase, maintenanceSession, type TestDatabase } from '../support/database.js'
+import {
+  createTestDatabase,
+  maintenanceSession,
+  queryOnce,
+  type TestDatabase,
+} from '../support/database.js'
+import { startTestProxy } from '../support/proxy.js'
+import { sqlstateOf } from '../support/sqlstate.js'
 
 let db: TestDatabase
 let admin: pg.Client
@@ -33,19 +41,40 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true })
 })
 
-/** Runs a command with stdout captured. */
-async function capture(command: () => Promise<number>): Promise<{ code: number; out: string }> {
-  let out = ''
-  const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
-    out += String(chunk)
-    return true
-  })
+/** Runs a command with stdout and stderr captured. */
+async function capture(
+  command: () => Promise<number>,
+): Promise<{ code: number; out: string; err: string }> {
+  const written = { out: '', err: '' }
+  const spies = (['out', 'err'] as const).map((stream) =>
+    vi.spyOn(process[`std${stream}`], 'write').mockImplementation((chunk) => {
+      written[stream] += String(chunk)
+      return true
+    }),
+  )
   try {
-    return { code: await command(), out }
+    return { code: await command(), ...written }
   } finally {
-    spy.mockRestore()
+    for (const spy of spies) spy.mockRestore()
   }
 }
+
+/** A config file of its own in the test's directory. */
+function configWith(name: string, yaml: string): string {
+  const file = join(dir, `${name}.yaml`)
+  writeFileSync(file, yaml)
+  return file
+}
+
+/** The fence column as the catalog has it. */
+const columnOf = async (table: string, column = 'fencing_token') =>
+  (
+    await admin.query(
+      `SELECT data_type, is_nullable, column_default FROM information_schema.columns
+        WHERE table_name = $1 AND column_name = $2`,
+      [table, column],
+    )
+  ).rows[0]
 
 test('migrate adds missing fence columns and the helpers, idempotently and concurrently', async () => {
   const args = ['--config', configFile, '--database-url', db.url]
@@ -123,4 +152,136 @@ test('explain prints the upstream statement, a refusal, or pass-through', async 
   )
   const passed = await capture(() => explain(['--config', configFile, 'SELECT * FROM invoices']))
   expect(passed.out).toBe('passes through unchanged\n')
+})
+
+test('a fence column Sequelize created (nullable, no default) gets DEFAULT 0 and NOT NULL', async () => {
+  const define = (s: Sequelize) =>
+    s.define('Invoice', {
+      id: { type: DataTypes.INTEGER, primaryKey: true },
+      status: { type: DataTypes.TEXT, allowNull: false },
+      fencing_token: { type: DataTypes.BIGINT },
+    })
+  const direct = new Sequelize(db.url, { logging: false })
+  await define(direct).sync()
+  await direct.close()
+  expect(await columnOf('Invoices')).toEqual({
+    data_type: 'bigint',
+    is_nullable: 'YES',
+    column_default: null,
+  })
+  const args = ['--config', configWith('sequelize', 'fencing:\n  tables:\n    - name: Invoices\n')]
+  args.push('--database-url', db.url)
+  const dry = await capture(() => migrate([...args, '--dry-run']))
+  expect(dry.out).toContain(
+    'ALTER TABLE "public"."Invoices" ALTER COLUMN "fencing_token" SET DEFAULT 0, ALTER COLUMN "fencing_token" SET NOT NULL;\nSELECT pgfence.fence_table(\'"public"."Invoices"\'::regclass',
+  )
+  expect(await columnOf('Invoices')).toMatchObject({ is_nullable: 'YES' })
+  expect(await capture(() => migrate(args))).toEqual({
+    code: 0,
+    out: 'pgfence migrate: Invoices.fencing_token: set DEFAULT 0, NOT NULL\npgfence migrate: database is ready\n',
+    err: '',
+  })
+  expect(await columnOf('Invoices')).toEqual({
+    data_type: 'bigint',
+    is_nullable: 'NO',
+    column_default: '0',
+  })
+  expect((await capture(() => migrate(args))).out).toBe('pgfence migrate: database is ready\n')
+  // The INSERT Sequelize sends leaves the column out: its default is what the trigger sees.
+  const proxy = await startTestProxy({ fencing: { tables: [{ name: 'Invoices' }] } }, db.url)
+  const sequelize = new Sequelize(proxy.url(), { logging: false, pool: { max: 1 } })
+  try {
+    const Invoice = define(sequelize)
+    await sequelize.transaction(async (transaction) => {
+      await sequelize.query("SELECT set_config('app.fencing_token', '101', true)", { transaction })
+      await Invoice.create({ id: 1, status: 'NEW' }, { transaction })
+    })
+  } finally {
+    await sequelize.close()
+    await proxy.close()
+  }
+  const { rows } = await admin.query('SELECT status, fencing_token FROM "Invoices"')
+  expect(rows).toEqual([{ status: 'NEW', fencing_token: '101' }])
+})
+
+test('NULLs in an existing fence column: migrate refuses, and the fix it names works', async () => {
+  await admin.query(
+    'CREATE TABLE payments (id int PRIMARY KEY, fencing_token bigint); ' +
+      'INSERT INTO payments VALUES (1, NULL), (2, NULL), (3, 7)',
+  )
+  const args = ['--config', configWith('payments', 'fencing:\n  tables:\n    - name: payments\n')]
+  args.push('--database-url', db.url)
+  const refused = await capture(() => migrate(args))
+  expect(refused.code).toBe(1)
+  expect(refused.err).toMatch(
+    /^pgfence migrate: fence column payments\.fencing_token is NULL in 2 rows, so it cannot be made NOT NULL: .*\npgfence migrate: nothing was changed\n$/,
+  )
+  expect(await columnOf('payments')).toMatchObject({ is_nullable: 'YES', column_default: null })
+  const fix = /with (SET pgfence\.maintenance = on; UPDATE .* IS NULL);/.exec(refused.err)![1]!
+  expect(fix).toBe(
+    'SET pgfence.maintenance = on; UPDATE "public"."payments" SET "fencing_token" = 0 WHERE "fencing_token" IS NULL',
+  )
+  await queryOnce(db.url, fix)
+  const fixed = await capture(() => migrate(args))
+  expect(fixed.out).toContain('pgfence migrate: payments.fencing_token: set DEFAULT 0, NOT NULL\n')
+
+  // Once fenced, the fence trigger lets the same fix through only under maintenance.
+  await admin.query(
+    'ALTER TABLE payments ALTER COLUMN fencing_token DROP NOT NULL; ' +
+      'UPDATE payments SET fencing_token = NULL WHERE id = 1',
+  )
+  const again = await capture(() => migrate(args))
+  expect(again.code).toBe(1)
+  expect(again.err).toContain('payments.fencing_token is NULL in 1 row,')
+  expect(await sqlstateOf(queryOnce(db.url, fix.replace(/^SET [^;]*; /, '')))).toBe('PF428')
+  await queryOnce(db.url, fix)
+  expect((await capture(() => migrate(args))).out).toBe(
+    'pgfence migrate: payments.fencing_token: set NOT NULL\npgfence migrate: database is ready\n',
+  )
+  const { rows } = await admin.query('SELECT id, fencing_token FROM payments ORDER BY id')
+  expect(rows).toEqual([
+    { id: 1, fencing_token: '0' },
+    { id: 2, fencing_token: '0' },
+    { id: 3, fencing_token: '7' },
+  ])
+})
+
+test('a fence column of another type is refused, with the ALTER that makes it bigint', async () => {
+  await admin.query('CREATE TABLE receipts (id int, fencing_token integer NOT NULL DEFAULT 0)')
+  const args = ['--config', configWith('receipts', 'fencing:\n  tables:\n    - name: receipts\n')]
+  args.push('--database-url', db.url)
+  const refused = await capture(() => migrate(args))
+  expect(refused.code).toBe(1)
+  const alter = 'ALTER TABLE "public"."receipts" ALTER COLUMN "fencing_token" TYPE bigint'
+  expect(refused.err).toContain(
+    `fence column receipts.fencing_token is integer, and fencing tokens are bigint: change its type (${alter})`,
+  )
+  expect(await columnOf('receipts')).toMatchObject({ data_type: 'integer' })
+  await admin.query(alter)
+  expect(await capture(() => migrate(args))).toMatchObject({
+    code: 0,
+    out: 'pgfence migrate: database is ready\n',
+  })
+})
+
+test('--token-start moves the token sequence up, never down; --dry-run prints its SQL', async () => {
+  const args = ['--config', configFile, '--database-url', db.url]
+  const next = async () =>
+    BigInt((await admin.query('SELECT pgfence.next_token() AS token')).rows[0].token)
+  const moved = await capture(() => migrate([...args, '--token-start', '500']))
+  expect(moved.out).toBe(
+    'pgfence migrate: token sequence moved: the next token is 501 (none was issued before)\npgfence migrate: database is ready\n',
+  )
+  expect(await next()).toBe(501n)
+  const kept = await capture(() => migrate([...args, '--token-start', '100']))
+  expect(kept.out).toContain(
+    'pgfence migrate: token sequence left as it is: it is already past 100 (the last issued token is 501)\n',
+  )
+  expect(await next()).toBe(502n)
+  const dry = await capture(() => migrate([...args, '--dry-run', '--token-start', '900']))
+  expect(dry.out).toMatch(/\nCOMMIT;\nBEGIN;\n.*pg_catalog\.setval\('pgfence\.token_seq', 900\)/s)
+  expect(await next()).toBe(503n)
+  for (const bad of ['-1', '1.5', '9223372036854775807']) {
+    expect((await capture(() => migrate([...args, '--token-start', bad]))).code).toBe(2)
+  }
 })

@@ -8,14 +8,15 @@ let Invoice: ModelStatic<Model>
 
 /**
  * Sequelize's default table for model Invoice is "Invoices": the config says `name: Invoices`.
- * The fence column is declared for reading, with no defaultValue: Sequelize would write that
- * value, and a write to the fence column is PF501. `pgfence migrate` creates the column.
+ * The fence column is declared with no defaultValue (Sequelize would write that value, and a
+ * write to the fence column is PF501); `sync()` creates it nullable with no default, and
+ * `pgfence migrate` then makes it NOT NULL DEFAULT 0.
  */
-const define = (s: Sequelize, withFence = true) =>
+const define = (s: Sequelize) =>
   s.define('Invoice', {
     id: { type: DataTypes.INTEGER, primaryKey: true },
     status: { type: DataTypes.TEXT, allowNull: false },
-    ...(withFence ? { fencing_token: { type: DataTypes.BIGINT } } : {}),
+    fencing_token: { type: DataTypes.BIGINT },
   })
 
 beforeAll(async () => {
@@ -23,7 +24,7 @@ beforeAll(async () => {
     'sequelize',
     async (directUrl) => {
       const direct = new Sequelize(directUrl, { logging: false })
-      await define(direct, false).sync()
+      await define(direct).sync()
       await direct.close()
     },
     'Invoices',

@@ -3,6 +3,7 @@ import { waitFor } from '../e2e/support/wait.js'
 import { parseConfig } from '../../src/config/load.js'
 import { createLogger } from '../../src/log.js'
 import { startProxy, type RunningProxy } from '../../src/proxy/proxy-server.js'
+import { columnProblems } from '../../src/schema/fence-columns.js'
 import { installSql } from '../../src/schema/install.js'
 import { resolveTables } from '../../src/schema/resolve-tables.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
@@ -23,8 +24,8 @@ export interface OrmStack {
 /**
  * `createSchema` creates the table (SQL, or a function given the direct URL, for an ORM's own
  * sync); `table` is the name the config gives it (e.g. `Invoices` for Sequelize's "Invoices").
- * The fence column is then added as `pgfence migrate` adds it, and the proxy runs as
- * `pgfence start` runs it.
+ * The fence column is then added (or made NOT NULL DEFAULT 0) as `pgfence migrate` does it, and
+ * the proxy runs as `pgfence start` runs it.
  */
 export async function ormStack(
   label: string,
@@ -46,7 +47,8 @@ export async function ormStack(
     relay: relayUnderTest(),
   })
   const { tables, problems } = await resolveTables(admin, config.fencing)
-  if (problems.length > 0) throw new Error(problems.map((p) => p.message).join('\n'))
+  const all = [...problems.map((p) => p.message), ...(await columnProblems(admin, tables))]
+  if (all.length > 0) throw new Error(all.join('\n'))
   await admin.query(installSql(config.fencing, tables))
   const proxy: RunningProxy = await startProxy(config, { logger: createLogger('silent') })
   return {

@@ -290,3 +290,32 @@ describe('a fenced table without its fence trigger where the rewrite is used', (
     )
   })
 })
+
+describe('a session that may be under pgfence.maintenance', () => {
+  test('its fence column writes to a triggered table pass, for the trigger to decide', () => {
+    const maintenance = rewriter.underMaintenance
+    for (const sql of [
+      'UPDATE invoices SET fencing_token = 0 WHERE id = 99',
+      'INSERT INTO invoices (id, fencing_token) VALUES (1, 7)',
+      'INSERT INTO invoices (id) VALUES (1) ON CONFLICT (id) DO UPDATE SET fencing_token = 7',
+      'MERGE INTO invoices i USING src s ON i.id = s.id WHEN MATCHED THEN UPDATE SET fencing_token = 7',
+    ]) {
+      expect(maintenance.rewriteQuery(sql)).toBeNull()
+      expect(maintenance.rewriteParse(sql)).toBeNull()
+      // The same text in another session, with its own cache entry: still refused.
+      expect(rewriter.rewriteQuery(sql)).toMatch(refusedFenceWrite)
+    }
+    // A comment token marks the statement; the column keeps the value the statement writes.
+    expect(
+      maintenance.rewriteQuery("UPDATE invoices SET fencing_token = 0 /*fencing_token='7'*/"),
+    ).toBe("/*pgfence:token='7'*/ UPDATE invoices SET fencing_token = 0 /*fencing_token='7'*/")
+    expect(maintenance.rewriteQuery('TRUNCATE invoices')).toMatch(/'PF501', 'TRUNCATE/)
+    expect(maintenance.underMaintenance).toBe(maintenance)
+  })
+
+  test('a table without its fence trigger keeps the refusal: nothing would check the role', async () => {
+    const own = (await createRewriter(fencing, new Set([1]))).underMaintenance
+    expect(own.rewriteQuery('UPDATE invoices SET fencing_token = 0')).toMatch(refusedFenceWrite)
+    expect(own.rewriteQuery('UPDATE billing."Ledger" SET "Fence" = 0')).toBeNull()
+  })
+})
