@@ -39,9 +39,10 @@ afterAll(async () => {
 })
 
 test('create, update and upsert with the token set for the transaction', async () => {
+  const t = '101'
   await sequelize.transaction(async (transaction) => {
-    await sequelize.query("SELECT set_config('app.fencing_token', :token, true)", {
-      replacements: { token: '101' },
+    await sequelize.query("SELECT set_config('app.fencing_token', :t, true)", {
+      replacements: { t },
       transaction,
     })
     const invoice = await Invoice.create({ id: 1, status: 'NEW' }, { transaction })
