@@ -1,0 +1,104 @@
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { performance } from 'node:perf_hooks'
+import { createInterface } from 'node:readline'
+import type { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { TestDatabase } from '../support/database.js'
+import { buildScripts } from './support/build-scripts.js'
+import {
+  connectRedis,
+  createTokenDatabase,
+  redisUrl,
+  uniqueKeyPrefix,
+} from './support/lease-fixtures.js'
+import { freePort } from './support/throwaway-cluster.js'
+
+const keyPrefix = uniqueKeyPrefix('unreachable')
+const waitMs = 1000
+let db: TestDatabase
+let redis: Redis
+let scripts: Awaited<ReturnType<typeof buildScripts>>
+let closedPort: number
+
+beforeAll(async () => {
+  ;[db, scripts, closedPort] = await Promise.all([
+    createTokenDatabase('lease_unreachable'),
+    buildScripts({ 'acquire-unreachable': 'test/lease/fixtures/acquire-unreachable.ts' }),
+    freePort(),
+  ])
+  redis = connectRedis()
+})
+
+afterAll(async () => {
+  redis?.disconnect()
+  scripts?.remove()
+  await db?.drop()
+})
+
+interface Outcome {
+  elapsedMs: number
+  name?: string
+  message?: string
+  causeCode?: string
+  /** From the report to the process's exit, on its own. */
+  exitAfterMs: number
+  exitCode: number | null
+}
+
+/** Runs the fixture in a process of its own, so that a handle left open would keep it alive. */
+async function requestLease(env: Record<string, string>): Promise<Outcome> {
+  const child = spawn(process.execPath, [scripts.path('acquire-unreachable')], {
+    env: { ...process.env, KEY_PREFIX: keyPrefix, WAIT_MS: String(waitMs), ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  const exited = once(child, 'exit')
+  const lines = createInterface({ input: child.stdout })
+  const [line] = (await once(lines, 'line')) as [string]
+  const reportedAt = performance.now()
+  const [exitCode] = (await exited) as [number | null]
+  return { ...JSON.parse(line), exitAfterMs: performance.now() - reportedAt, exitCode }
+}
+
+const closed = () => `127.0.0.1:${closedPort}`
+
+describe('acquire with an unreachable store or token source', () => {
+  for (const call of ['acquire', 'withLease']) {
+    it(`${call}: Redis on a closed port gives LeaseUnavailableError after waitMs, with the connection error as cause`, async () => {
+      const outcome = await requestLease({
+        CALL: call,
+        REDIS_URL: `redis://${closed()}`,
+        DATABASE_URL: db.url,
+      })
+      expect(outcome).toMatchObject({
+        name: 'LeaseUnavailableError',
+        causeCode: 'ECONNREFUSED',
+        exitCode: 0,
+      })
+      expect(outcome.message).toMatch(/the lease store \(Redis\) does not answer/)
+      expect(outcome.elapsedMs).toBeGreaterThanOrEqual(waitMs)
+      expect(outcome.elapsedMs).toBeLessThan(waitMs + 400)
+      expect(outcome.exitAfterMs).toBeLessThan(1000)
+    })
+
+    it(`${call}: a token source on a closed port gives LeaseUnavailableError after waitMs, and no key stays`, async () => {
+      const tokenSource = new URL(db.url)
+      tokenSource.host = closed()
+      const outcome = await requestLease({
+        CALL: call,
+        REDIS_URL: redisUrl(),
+        DATABASE_URL: tokenSource.toString(),
+      })
+      expect(outcome).toMatchObject({
+        name: 'LeaseUnavailableError',
+        causeCode: 'ECONNREFUSED',
+        exitCode: 0,
+      })
+      expect(outcome.message).toMatch(/the token source \(PostgreSQL\) does not answer/)
+      expect(outcome.elapsedMs).toBeGreaterThanOrEqual(waitMs)
+      expect(outcome.elapsedMs).toBeLessThan(waitMs + 400)
+      expect(outcome.exitAfterMs).toBeLessThan(1000)
+      expect(await redis.exists(keyPrefix + 'unreachable')).toBe(0)
+    })
+  }
+})
