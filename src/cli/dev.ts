@@ -39,7 +39,7 @@ export async function run(argv: string[]): Promise<number> {
       log: { level: 'warn' },
       fencing: { tables: [{ name: 'invoices' }] },
     })
-    await prepareDemoDatabase(postgres.url, config.fencing)
+    await prepareDemoDatabase(postgres.url('postgres'), postgres.url(demoDatabase), config.fencing)
     const logger = createLogger(config.log.level)
     const proxy = await startProxy(config, { logger, collectAfterChurn: true })
     const url = `postgres://postgres:postgres@${proxy.host}:${proxy.port}/${demoDatabase}`
