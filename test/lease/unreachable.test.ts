@@ -62,6 +62,22 @@ async function requestLease(env: Record<string, string>): Promise<Outcome> {
 
 const closed = () => `127.0.0.1:${closedPort}`
 
+/**
+ * LeaseUnavailableError naming `source`, with the refused connection as cause, after waitMs and
+ * little more; then the process ended on its own.
+ */
+function expectUnavailable(outcome: Outcome, source: string): void {
+  expect(outcome).toMatchObject({
+    name: 'LeaseUnavailableError',
+    causeCode: 'ECONNREFUSED',
+    exitCode: 0,
+  })
+  expect(outcome.message).toContain(`${source} does not answer`)
+  expect(outcome.elapsedMs).toBeGreaterThanOrEqual(waitMs)
+  expect(outcome.elapsedMs).toBeLessThan(waitMs + 400)
+  expect(outcome.exitAfterMs).toBeLessThan(1000)
+}
+
 describe('acquire with an unreachable store or token source', () => {
   for (const call of ['acquire', 'withLease']) {
     it(`${call}: Redis on a closed port gives LeaseUnavailableError after waitMs, with the connection error as cause`, async () => {
@@ -70,15 +86,7 @@ describe('acquire with an unreachable store or token source', () => {
         REDIS_URL: `redis://${closed()}`,
         DATABASE_URL: db.url,
       })
-      expect(outcome).toMatchObject({
-        name: 'LeaseUnavailableError',
-        causeCode: 'ECONNREFUSED',
-        exitCode: 0,
-      })
-      expect(outcome.message).toMatch(/the lease store \(Redis\) does not answer/)
-      expect(outcome.elapsedMs).toBeGreaterThanOrEqual(waitMs)
-      expect(outcome.elapsedMs).toBeLessThan(waitMs + 400)
-      expect(outcome.exitAfterMs).toBeLessThan(1000)
+      expectUnavailable(outcome, 'the lease store (Redis)')
     })
 
     it(`${call}: a token source on a closed port gives LeaseUnavailableError after waitMs, and no key stays`, async () => {
@@ -89,15 +97,7 @@ describe('acquire with an unreachable store or token source', () => {
         REDIS_URL: redisUrl(),
         DATABASE_URL: tokenSource.toString(),
       })
-      expect(outcome).toMatchObject({
-        name: 'LeaseUnavailableError',
-        causeCode: 'ECONNREFUSED',
-        exitCode: 0,
-      })
-      expect(outcome.message).toMatch(/the token source \(PostgreSQL\) does not answer/)
-      expect(outcome.elapsedMs).toBeGreaterThanOrEqual(waitMs)
-      expect(outcome.elapsedMs).toBeLessThan(waitMs + 400)
-      expect(outcome.exitAfterMs).toBeLessThan(1000)
+      expectUnavailable(outcome, 'the token source (PostgreSQL)')
       expect(await redis.exists(keyPrefix + 'unreachable')).toBe(0)
     })
   }
