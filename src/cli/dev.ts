@@ -17,6 +17,13 @@ function tryItText(url: string): string {
   ].join('\n')
 }
 
+export const usage = `usage: pgfence dev [--port N] [--data-dir DIR]
+
+An embedded PostgreSQL with the demo database pgfence_demo, and the proxy in front of it
+fencing invoices, until SIGINT or SIGTERM (what npm start runs).
+  --port N         the proxy's port on 127.0.0.1 (default 6432; 0 picks a free one)
+  --data-dir DIR   the embedded server's data (default ./.pgfence/postgres), kept between runs`
+
 /**
  * `pgfence dev` (what `npm start` runs): an embedded PostgreSQL with a demo database and the
  * proxy in front of it, fencing `invoices`, until SIGINT or SIGTERM.

@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util'
 import { loadConfigFile } from '../config/load.js'
 import { createRewriter, type FencingRewriter } from '../rewrite/rewriter.js'
 
-const usage = 'usage: pgfence explain --config FILE "SQL"'
+export const usage = 'usage: pgfence explain --config FILE "SQL"'
 
 /** `pgfence explain`: what pgfence would send upstream for a statement, or why it refuses it. */
 export async function run(argv: string[]): Promise<number> {

@@ -5,7 +5,7 @@ import type { FencingConfig } from '../config/schema.js'
 import { installSql } from '../schema/install.js'
 import { resolveTables } from '../schema/resolve-tables.js'
 
-const usage = 'usage: pgfence migrate --config FILE --database-url URL [--dry-run]'
+export const usage = 'usage: pgfence migrate --config FILE --database-url URL [--dry-run]'
 
 /** A WARNING the install raised (what it could not do, and what to do about it), on stderr. */
 function reportWarning(notice: {

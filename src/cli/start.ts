@@ -3,6 +3,12 @@ import { loadConfigFile, defaultConfig } from '../config/load.js'
 import { createLogger } from '../log.js'
 import { startProxy } from '../proxy/proxy-server.js'
 
+export const usage = `usage: pgfence start [--config FILE]
+
+Runs the proxy in the foreground: JSON logs on stdout, SIGHUP reloads the config, SIGTERM or
+SIGINT drain the sessions and exit 0.
+  -c, --config FILE   the YAML config (without it, every key at its default)`
+
 /** `pgfence start --config FILE`: the proxy in the foreground until SIGTERM or SIGINT. */
 export async function run(argv: string[]): Promise<number> {
   const { values } = parseArgs({ args: argv, options: { config: { type: 'string', short: 'c' } } })
