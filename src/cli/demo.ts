@@ -48,6 +48,8 @@ interface DemoEnvironment {
   /** The demo database through pgfence. */
   proxyUrl: string
   fencing: Config['fencing']
+  /** Aborts on SIGINT or SIGTERM: the round stops waiting, its workers are killed. */
+  interrupted: AbortSignal
 }
 
 const leaseTtlMs = 1000
@@ -90,7 +92,10 @@ class Worker {
   private channelError: Error | undefined
   readonly exited: Promise<number | null>
 
-  constructor(readonly process: ChildProcess) {
+  constructor(
+    readonly process: ChildProcess,
+    private readonly interrupted: AbortSignal,
+  ) {
     process.on('message', (event: DemoEvent) => {
       this.events.push(event)
       this.waiting?.()
@@ -101,10 +106,12 @@ class Worker {
     })
     this.exited = new Promise((resolve) => process.once('exit', (code) => resolve(code)))
     void this.exited.then(() => this.waiting?.())
+    interrupted.addEventListener('abort', () => this.waiting?.(), { once: true })
   }
 
   async next(): Promise<DemoEvent> {
     while (this.events.length === 0) {
+      this.interrupted.throwIfAborted()
       if (this.channelError) throw this.channelError
       if (this.process.exitCode !== null || this.process.signalCode !== null) {
         throw new Error(`demo worker exited (${this.process.exitCode ?? this.process.signalCode})`)
@@ -125,10 +132,11 @@ class Worker {
   }
 }
 
-function startWorker(task: DemoTask): Worker {
+function startWorker(task: DemoTask, interrupted: AbortSignal): Worker {
   const script = new URL('./demo-worker.js', import.meta.url)
   return new Worker(
     fork(script, [JSON.stringify(task)], { stdio: ['pipe', 'inherit', 'inherit', 'ipc'] }),
+    interrupted,
   )
 }
 
@@ -189,8 +197,8 @@ async function playRound(
     writeUrl: name === 'naive' || name === 'lease' ? unfencedUrl(env.databaseUrl) : env.proxyUrl,
     ttlMs: leaseTtlMs,
   })
-  const first = startWorker(task('first', firstValue))
-  const second = startWorker(task('second', secondValue))
+  const first = startWorker(task('first', firstValue), env.interrupted)
+  const second = startWorker(task('second', secondValue), env.interrupted)
   const tokenOf = (event: DemoEvent) =>
     event.event === 'acquired' && event.token ? ` with token ${event.token}` : ''
   const subject = name === 'split-brain' ? 'the nightly billing run' : 'invoice 99'
@@ -202,7 +210,8 @@ async function playRound(
     at(
       `worker 1 ${name === 'naive' ? 'is about to write' : 'checks its lease: still valid'}; frozen (SIGSTOP)`,
     )
-    const thawAt = delay(freezeMs)
+    const thawAt = delay(freezeMs, undefined, { signal: env.interrupted })
+    thawAt.catch(() => {}) // awaited below, unless the round fails before
 
     second.process.send('go')
     const raises = name === 'split-brain' ? ' and raises the fence' : ''
@@ -330,6 +339,7 @@ async function playDemo(
   redisUrl: string,
   databaseUrl: string | undefined,
   say: (line: string) => void,
+  interrupted: AbortSignal,
 ) {
   await checkRedis(redisUrl)
   const server = await openServer(databaseUrl)
@@ -356,6 +366,7 @@ async function playDemo(
         databaseUrl: direct.toString(),
         proxyUrl: proxied.toString(),
         fencing: config.fencing,
+        interrupted,
       }
       const results: RoundResult[] = []
       for (const name of ['naive', 'lease', 'fenced', 'split-brain'] as const) {
@@ -394,12 +405,18 @@ export async function run(argv: string[]): Promise<number> {
   })
   const say = values.json ? () => {} : (line: string) => void process.stdout.write(`${line}\n`)
   say(`pgfence demo: lease ${leaseTtlMs / 1000} s, worker 1 frozen for ${freezeMs / 1000} s`)
+  const interruption = new AbortController()
+  const interrupt = (signal: NodeJS.Signals) =>
+    interruption.abort(new Error(`interrupted by ${signal}`))
+  process.on('SIGINT', interrupt).on('SIGTERM', interrupt)
   let rounds: RoundResult[]
   try {
-    rounds = await playDemo(values['redis-url'], values['database-url'], say)
+    rounds = await playDemo(values['redis-url'], values['database-url'], say, interruption.signal)
   } catch (err) {
     process.stderr.write(`pgfence demo: ${(err as Error).message}\n`)
     return 1
+  } finally {
+    process.off('SIGINT', interrupt).off('SIGTERM', interrupt)
   }
   if (values.json) process.stdout.write(`${JSON.stringify({ rounds }, null, 2)}\n`)
   else say(`\n${resultTable(rounds)}`)

@@ -1,4 +1,4 @@
-import { execFile, spawn } from 'node:child_process'
+import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { performance } from 'node:perf_hooks'
 import { createInterface } from 'node:readline'
@@ -41,7 +41,7 @@ async function demoDatabases(): Promise<Set<string>> {
   return new Set(rows.map((row) => row.datname as string))
 }
 
-interface FailedRun {
+interface DemoRun {
   code: number | null
   stdout: string
   stderr: string
@@ -52,8 +52,8 @@ interface FailedRun {
 /** Runs `pgfence demo` with piped output; `onLine` sees each line of stdout as it comes. */
 async function runDemo(
   args: string[],
-  onLine: (line: string) => void = () => {},
-): Promise<FailedRun> {
+  onLine: (line: string, demo: ChildProcess) => void = () => {},
+): Promise<DemoRun> {
   const startedAt = performance.now()
   const demo = spawn(process.execPath, [inject('cliPath'), 'demo', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -62,7 +62,7 @@ async function runDemo(
   let stderr = ''
   createInterface({ input: demo.stdout }).on('line', (line) => {
     stdout += `${line}\n`
-    onLine(line)
+    onLine(line, demo)
   })
   demo.stderr.on('data', (chunk) => (stderr += chunk))
   const [code] = (await once(demo, 'close')) as [number | null]
@@ -134,5 +134,24 @@ describe('pgfence demo', () => {
     } finally {
       await relay.close()
     }
+  })
+
+  it('on SIGTERM while a worker is frozen: one line, exit 1, every worker killed', async () => {
+    const before = await demoDatabases()
+    let signalledAt: number | undefined
+    const result = await runDemo(
+      ['--redis-url', redisUrl(), '--database-url', db.url],
+      (line, demo) => {
+        if (signalledAt === undefined && /frozen \(SIGSTOP\)/.test(line)) {
+          signalledAt = performance.now()
+          demo.kill('SIGTERM')
+        }
+      },
+    )
+    expect(signalledAt).toBeDefined()
+    expect(result.stderr).toBe('pgfence demo: interrupted by SIGTERM\n')
+    expect(result.code).toBe(1)
+    expect(performance.now() - signalledAt!).toBeLessThan(10_000)
+    expect([...(await demoDatabases())].filter((name) => !before.has(name))).toEqual([])
   })
 })
