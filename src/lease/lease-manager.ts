@@ -165,10 +165,16 @@ export class LeaseManager extends EventEmitter {
     return this.closing
   }
 
+  /** A release that gets no answer (Redis down) is given up like a request of acquire. */
   private async shutDown(): Promise<void> {
     stopClosingOnSignals(this)
     try {
-      await Promise.all([...this.held].map((lease) => lease.releaseFor('shutdown')))
+      const now = performance.now()
+      await Promise.all(
+        [...this.held].map((lease) =>
+          this.answered(lease.releaseFor('shutdown'), now, now, () => this.store.failure()),
+        ),
+      )
     } finally {
       await Promise.allSettled([this.store.close(), this.tokens.close()])
     }

@@ -35,8 +35,8 @@ export class LeaseStore {
 
   /**
    * Why the store does not answer now: the connection is down and has failed (its last error, or
-   * for an instance passed in, that it is reconnecting). Undefined while it is up or still making
-   * its first connection: a request may then still be answered.
+   * that it is reconnecting after a close). Undefined while it is up or still making its first
+   * connection: a request may then still be answered.
    */
   failure(): Error | undefined {
     const { status } = this.redis

@@ -4,8 +4,10 @@ import { performance } from 'node:perf_hooks'
 import { createInterface } from 'node:readline'
 import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { LeaseLostError, LeaseManager } from '../../src/lease/index.js'
 import type { TestDatabase } from '../support/database.js'
 import { buildScripts } from './support/build-scripts.js'
+import { startFreezableProxy } from './support/freezable-proxy.js'
 import {
   connectRedis,
   createTokenDatabase,
@@ -101,4 +103,25 @@ describe('acquire with an unreachable store or token source', () => {
       expect(await redis.exists(keyPrefix + 'unreachable')).toBe(0)
     })
   }
+})
+
+describe('close() with a lease held', () => {
+  it('gives up the release once Redis is gone, and ends the lease with "shutdown"', async () => {
+    const relay = await startFreezableProxy(new URL(redisUrl()))
+    const manager = new LeaseManager({
+      redis: relay.url,
+      tokenSource: db.url,
+      keyPrefix,
+      handleSignals: false,
+    })
+    const lease = await manager.acquire('held-when-gone')
+    await relay.close()
+    const closedAt = performance.now()
+    // Closed by the relay, then refused: whichever the release sees first.
+    await expect(manager.close()).rejects.toThrow(/reconnecting|ECONNREFUSED/)
+    expect(performance.now() - closedAt).toBeLessThan(1000)
+    expect(lease.signal.reason).toEqual(expect.any(LeaseLostError))
+    expect((lease.signal.reason as LeaseLostError).reason).toBe('shutdown')
+    await redis.del(keyPrefix + 'held-when-gone')
+  })
 })
