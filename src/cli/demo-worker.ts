@@ -31,6 +31,8 @@ export type DemoEvent =
   | { event: 'about-to-write' }
   | { event: 'wrote' }
   | { event: 'refused'; code: string | null; message: string }
+  /** Anything else that went wrong; the worker then exits 1, the demo says why in one line. */
+  | { event: 'failed'; message: string }
 
 interface HeldLock {
   token: bigint | null
@@ -41,7 +43,8 @@ interface HeldLock {
 
 /** `SET NX PX` and nothing else: the lock most code uses. */
 async function naiveLock(task: DemoTask): Promise<HeldLock> {
-  const redis = new Redis(task.redisUrl)
+  const redis = new Redis(task.redisUrl, { maxRetriesPerRequest: 1 })
+  redis.on('error', () => {}) // a command fails with it, and the worker reports that
   const key = task.keyPrefix + task.resource
   const owner = randomUUID()
   while ((await redis.set(key, owner, 'PX', task.ttlMs, 'NX')) !== 'OK') {
@@ -81,13 +84,15 @@ async function leaseLock(task: DemoTask, db: pg.Client): Promise<HeldLock> {
 /**
  * Blocks the whole process, event loop included, until the parent writes a byte to stdin. The
  * parent freezes the worker with SIGSTOP while it waits here, so the pause lands exactly
- * between the check and the write, as a GC pause would.
+ * between the check and the write, as a GC pause would. End of input: the parent is gone.
  */
 function waitForParent(): void {
   const byte = Buffer.alloc(1)
   for (;;) {
     try {
-      if (readSync(0, byte, 0, 1, null) === 1) return
+      const read = readSync(0, byte, 0, 1, null)
+      if (read === 1) return
+      if (read === 0) process.exit(1)
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err
     }
@@ -137,4 +142,10 @@ async function work(task: DemoTask): Promise<void> {
   process.disconnect()
 }
 
-await work(JSON.parse(process.argv[2] ?? '') as DemoTask)
+try {
+  await work(JSON.parse(process.argv[2] ?? '') as DemoTask)
+} catch (err) {
+  report({ event: 'failed', message: (err as Error).message })
+  process.exitCode = 1
+  process.disconnect()
+}

@@ -6,9 +6,15 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as delay } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
+import { Redis } from 'ioredis'
 import { parseConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
-import { demoDatabase, prepareDemoDatabase, unfencedUrl, withClient } from '../dev/demo-database.js'
+import {
+  dropDemoDatabase,
+  prepareDemoDatabase,
+  unfencedUrl,
+  withClient,
+} from '../dev/demo-database.js'
 import { startEmbeddedServer } from '../dev/embedded-postgres.js'
 import { createLogger } from '../log.js'
 import { startProxy } from '../proxy/proxy-server.js'
@@ -24,14 +30,26 @@ export interface RoundResult {
   staleWriteCode: string | null
 }
 
+export const usage = `usage: pgfence demo [--json] [--redis-url URL] [--database-url URL]
+
+The GC-pause story with real processes, in four rounds.
+  --json               print the rounds as JSON
+  --redis-url URL      the Redis the locks live in (default redis://127.0.0.1:6379)
+  --database-url URL   a PostgreSQL server to use (default: an embedded one); the demo runs in a
+                       database of its own there, pgfence_demo_<random>, created through this
+                       URL's database and dropped at the end (the role needs CREATEDB)`
+
 interface DemoEnvironment {
   redisUrl: string
+  /** A database of the server to create and drop the demo database from. */
+  adminUrl: string
   /** The demo database, straight to PostgreSQL. */
   databaseUrl: string
   /** The demo database through pgfence. */
   proxyUrl: string
   fencing: Config['fencing']
-  serverUrl: (database: string) => string
+  /** Aborts on SIGINT or SIGTERM: the round stops waiting, its workers are killed. */
+  interrupted: AbortSignal
 }
 
 const leaseTtlMs = 1000
@@ -70,32 +88,55 @@ ON CONFLICT (invoice_id) DO UPDATE SET paid_by = excluded.paid_by;
 class Worker {
   private readonly events: DemoEvent[] = []
   private waiting: (() => void) | undefined
+  /** Why the IPC channel failed (a send to a worker that is gone). */
+  private channelError: Error | undefined
   readonly exited: Promise<number | null>
 
-  constructor(readonly process: ChildProcess) {
+  constructor(
+    readonly process: ChildProcess,
+    private readonly interrupted: AbortSignal,
+  ) {
     process.on('message', (event: DemoEvent) => {
       this.events.push(event)
       this.waiting?.()
     })
+    process.on('error', (err) => {
+      this.channelError = err
+      this.waiting?.()
+    })
     this.exited = new Promise((resolve) => process.once('exit', (code) => resolve(code)))
     void this.exited.then(() => this.waiting?.())
+    interrupted.addEventListener('abort', () => this.waiting?.(), { once: true })
   }
 
   async next(): Promise<DemoEvent> {
     while (this.events.length === 0) {
+      this.interrupted.throwIfAborted()
+      if (this.channelError) throw this.channelError
       if (this.process.exitCode !== null || this.process.signalCode !== null) {
         throw new Error(`demo worker exited (${this.process.exitCode ?? this.process.signalCode})`)
       }
       await new Promise<void>((resolve) => (this.waiting = resolve))
     }
-    return this.events.shift()!
+    const event = this.events.shift()!
+    if (event.event === 'failed') throw new Error(`a demo worker failed: ${event.message}`)
+    return event
+  }
+
+  /** Kills the worker if it still runs (frozen or not), and waits for it to be gone. */
+  async stop(): Promise<void> {
+    if (this.process.exitCode === null && this.process.signalCode === null) {
+      this.process.kill('SIGKILL')
+    }
+    await this.exited
   }
 }
 
-function startWorker(task: DemoTask): Worker {
+function startWorker(task: DemoTask, interrupted: AbortSignal): Worker {
   const script = new URL('./demo-worker.js', import.meta.url)
   return new Worker(
     fork(script, [JSON.stringify(task)], { stdio: ['pipe', 'inherit', 'inherit', 'ipc'] }),
+    interrupted,
   )
 }
 
@@ -111,7 +152,7 @@ function describeWrite(event: DemoEvent): string {
  */
 async function resetInvoice(env: DemoEnvironment): Promise<void> {
   // Before the fence schema: its gates fence the billing tables from their creation on.
-  await prepareDemoDatabase(env.serverUrl, env.fencing, billingTablesSql)
+  await prepareDemoDatabase(env.adminUrl, env.databaseUrl, env.fencing, billingTablesSql)
   await withClient(env.databaseUrl, async (client) => {
     await client.query(
       `SELECT setval('pgfence.token_seq', 100) FROM pgfence.token_seq WHERE last_value < 100`,
@@ -156,34 +197,40 @@ async function playRound(
     writeUrl: name === 'naive' || name === 'lease' ? unfencedUrl(env.databaseUrl) : env.proxyUrl,
     ttlMs: leaseTtlMs,
   })
-  const first = startWorker(task('first', firstValue))
-  const second = startWorker(task('second', secondValue))
+  const first = startWorker(task('first', firstValue), env.interrupted)
+  const second = startWorker(task('second', secondValue), env.interrupted)
   const tokenOf = (event: DemoEvent) =>
     event.event === 'acquired' && event.token ? ` with token ${event.token}` : ''
-
   const subject = name === 'split-brain' ? 'the nightly billing run' : 'invoice 99'
-  at(`worker 1 takes the lock on ${subject}${tokenOf(await first.next())}`)
-  await first.next()
-  first.process.kill('SIGSTOP')
-  at(
-    `worker 1 ${name === 'naive' ? 'is about to write' : 'checks its lease: still valid'}; frozen (SIGSTOP)`,
-  )
-  const thawAt = delay(freezeMs)
+  let lateWrite: DemoEvent
+  try {
+    at(`worker 1 takes the lock on ${subject}${tokenOf(await first.next())}`)
+    await first.next()
+    first.process.kill('SIGSTOP')
+    at(
+      `worker 1 ${name === 'naive' ? 'is about to write' : 'checks its lease: still valid'}; frozen (SIGSTOP)`,
+    )
+    const thawAt = delay(freezeMs, undefined, { signal: env.interrupted })
+    thawAt.catch(() => {}) // awaited below, unless the round fails before
 
-  second.process.send('go')
-  const raises = name === 'split-brain' ? ' and raises the fence' : ''
-  at(`worker 2 takes the lock after it expired${tokenOf(await second.next())}${raises}`)
-  await second.next()
-  at(`worker 2 writes ${secondValue}: ${describeWrite(await second.next())}`)
-  await second.exited
+    second.process.send('go')
+    const raises = name === 'split-brain' ? ' and raises the fence' : ''
+    at(`worker 2 takes the lock after it expired${tokenOf(await second.next())}${raises}`)
+    await second.next()
+    at(`worker 2 writes ${secondValue}: ${describeWrite(await second.next())}`)
+    await second.exited
 
-  await thawAt
-  first.process.kill('SIGCONT')
-  first.process.stdin!.end('\n')
-  at(`worker 1 wakes (SIGCONT) and writes ${firstValue}`)
-  const lateWrite = await first.next()
-  at(`worker 1's late write: ${describeWrite(lateWrite)}`)
-  await first.exited
+    await thawAt
+    first.process.kill('SIGCONT')
+    first.process.stdin!.end('\n')
+    at(`worker 1 wakes (SIGCONT) and writes ${firstValue}`)
+    lateWrite = await first.next()
+    at(`worker 1's late write: ${describeWrite(lateWrite)}`)
+    await first.exited
+  } finally {
+    // Whatever failed, no worker outlives its round (a frozen one holds stdout open).
+    await Promise.all([first.stop(), second.stop()])
+  }
 
   const finalValue = await finalValueOf(name, env)
   return {
@@ -227,15 +274,60 @@ function sameServer(url: string): (database: string) => string {
   }
 }
 
-/** The PostgreSQL server: the one given, or an embedded one in a temp dir removed afterwards. */
+/** `host:port` of a URL, for a message. */
+function addressOf(url: string): string {
+  const { hostname, port } = new URL(url)
+  return `${hostname}:${port || 'default port'}`
+}
+
+/** Before anything starts: a Redis that does not answer a PING is one line and the end. */
+async function checkRedis(url: string): Promise<void> {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    retryStrategy: () => null,
+    maxRetriesPerRequest: 0,
+    enableReadyCheck: false,
+    connectTimeout: 2000,
+    commandTimeout: 2000,
+    // ioredis would keep a timer for the closed socket of a failed connection.
+    disconnectTimeout: 0,
+  })
+  // connect() rejects only with 'Connection is closed.': the reason comes as an error event.
+  let connectionError: Error | undefined
+  redis.on('error', (err: Error) => (connectionError = err))
+  try {
+    await redis.connect()
+    await redis.ping()
+  } catch (err) {
+    const reason = (connectionError ?? (err as Error)).message
+    throw new Error(
+      `Redis at ${addressOf(url)} does not answer (${reason}); start it or pass --redis-url`,
+    )
+  } finally {
+    redis.disconnect()
+  }
+}
+
+/**
+ * The PostgreSQL server: the one given, reached through the database its URL names, or an
+ * embedded one in a temp dir removed afterwards.
+ */
 async function openServer(databaseUrl: string | undefined) {
-  if (databaseUrl) return { serverUrl: sameServer(databaseUrl), stop: async () => {} }
+  if (databaseUrl) {
+    await withClient(databaseUrl, async () => {}).catch((err: Error) => {
+      throw new Error(
+        `cannot connect to PostgreSQL at ${addressOf(databaseUrl)} (${err.message}); check --database-url`,
+      )
+    })
+    return { adminUrl: databaseUrl, urlOf: sameServer(databaseUrl), stop: async () => {} }
+  }
   const dir = mkdtempSync(join(tmpdir(), 'pgfence-demo-'))
   // As root the server runs as the postgres user, which must reach its data directory.
   chmodSync(dir, 0o755)
   const server = await startEmbeddedServer(join(dir, 'data'))
   return {
-    serverUrl: server.url,
+    adminUrl: server.url('postgres'),
+    urlOf: server.url,
     stop: async () => {
       await server.stop()
       rmSync(dir, { recursive: true, force: true })
@@ -247,10 +339,13 @@ async function playDemo(
   redisUrl: string,
   databaseUrl: string | undefined,
   say: (line: string) => void,
+  interrupted: AbortSignal,
 ) {
+  await checkRedis(redisUrl)
   const server = await openServer(databaseUrl)
+  // A database of its own, so that a server's own invoices are never touched.
+  const direct = new URL(server.urlOf(`pgfence_demo_${randomBytes(4).toString('hex')}`))
   try {
-    const direct = new URL(server.serverUrl(demoDatabase))
     const config = parseConfig({
       listen: { host: '127.0.0.1', port: 0 },
       upstream: { host: direct.hostname, port: Number(direct.port || 5432), tls: 'disable' },
@@ -267,10 +362,11 @@ async function playDemo(
       proxied.port = String(proxy.port)
       const env: DemoEnvironment = {
         redisUrl,
+        adminUrl: server.adminUrl,
         databaseUrl: direct.toString(),
         proxyUrl: proxied.toString(),
         fencing: config.fencing,
-        serverUrl: server.serverUrl,
+        interrupted,
       }
       const results: RoundResult[] = []
       for (const name of ['naive', 'lease', 'fenced', 'split-brain'] as const) {
@@ -283,7 +379,11 @@ async function playDemo(
       await proxy.close()
     }
   } finally {
-    await server.stop()
+    try {
+      await dropDemoDatabase(server.adminUrl, direct.toString())
+    } finally {
+      await server.stop()
+    }
   }
 }
 
@@ -305,7 +405,19 @@ export async function run(argv: string[]): Promise<number> {
   })
   const say = values.json ? () => {} : (line: string) => void process.stdout.write(`${line}\n`)
   say(`pgfence demo: lease ${leaseTtlMs / 1000} s, worker 1 frozen for ${freezeMs / 1000} s`)
-  const rounds = await playDemo(values['redis-url'], values['database-url'], say)
+  const interruption = new AbortController()
+  const interrupt = (signal: NodeJS.Signals) =>
+    interruption.abort(new Error(`interrupted by ${signal}`))
+  process.on('SIGINT', interrupt).on('SIGTERM', interrupt)
+  let rounds: RoundResult[]
+  try {
+    rounds = await playDemo(values['redis-url'], values['database-url'], say, interruption.signal)
+  } catch (err) {
+    process.stderr.write(`pgfence demo: ${(err as Error).message}\n`)
+    return 1
+  } finally {
+    process.off('SIGINT', interrupt).off('SIGTERM', interrupt)
+  }
   if (values.json) process.stdout.write(`${JSON.stringify({ rounds }, null, 2)}\n`)
   else say(`\n${resultTable(rounds)}`)
   return 0

@@ -20,6 +20,14 @@ function tryItText(url: string, consoleUrl: string, metricsUrl: string): string 
   ].join('\n')
 }
 
+export const usage = `usage: pgfence dev [--port N] [--admin-port N] [--data-dir DIR]
+
+An embedded PostgreSQL with the demo database pgfence_demo, and the proxy in front of it
+fencing invoices, until SIGINT or SIGTERM (what npm start runs).
+  --port N         the proxy's port on 127.0.0.1 (default 6432; 0 picks a free one)
+  --admin-port N   /metrics, /healthz and /readyz on 127.0.0.1 (default 9930; 0 picks one)
+  --data-dir DIR   the embedded server's data (default ./.pgfence/postgres), kept between runs`
+
 /**
  * `pgfence dev` (what `npm start` runs): an embedded PostgreSQL with a demo database and the
  * proxy in front of it, fencing `invoices`, until SIGINT or SIGTERM.
@@ -47,7 +55,7 @@ export async function run(argv: string[]): Promise<number> {
         users: ['postgres'],
       },
     })
-    await prepareDemoDatabase(postgres.url, config.fencing)
+    await prepareDemoDatabase(postgres.url('postgres'), postgres.url(demoDatabase), config.fencing)
     const logger = createLogger(config.log.level)
     const proxy = await startProxy(config, { logger, collectAfterChurn: true })
     const server = `postgres://postgres:postgres@${proxy.host}:${proxy.port}`

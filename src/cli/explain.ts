@@ -7,7 +7,7 @@ import { createRewriter, type FencingRewriter, type Rewrite } from '../rewrite/r
 import type { Refusal } from '../rewrite/refusal.js'
 import { tokenRefusal } from '../rewrite/token-refusals.js'
 
-const usage = 'usage: pgfence explain --config FILE [--token N] "SQL"'
+export const usage = 'usage: pgfence explain --config FILE [--token N] "SQL"'
 
 /**
  * `pgfence explain`: what pgfence would send upstream for a statement (to a database migrated with

@@ -3,7 +3,8 @@
 import './young-generation.js'
 import { ConfigError } from '../config/load.js'
 
-type Command = { run(argv: string[]): Promise<number> }
+/** A subcommand's module: `usage` is what `pgfence <command> --help` prints. */
+type Command = { run(argv: string[]): Promise<number>; usage: string }
 
 const commands: Record<string, { about: string; load: () => Promise<Command> }> = {
   start: { about: 'run the proxy (--config FILE)', load: () => import('./start.js') },
@@ -35,8 +36,13 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(usage())
     return name === undefined || name === 'help' || name === '--help' ? 0 : 2
   }
+  const module = await command.load()
+  if (rest.includes('--help') || rest.includes('-h')) {
+    process.stdout.write(`${module.usage}\n`)
+    return 0
+  }
   try {
-    return await (await command.load()).run(rest)
+    return await module.run(rest)
   } catch (err) {
     if (
       err instanceof ConfigError ||

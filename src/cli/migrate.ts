@@ -7,7 +7,7 @@ import { installSql } from '../schema/install.js'
 import { resolveTables } from '../schema/resolve-tables.js'
 import { maxTokenStart, tokenStartSql } from '../schema/token-source.js'
 
-const usage =
+export const usage =
   'usage: pgfence migrate --config FILE --database-url URL [--token-start N] [--dry-run]'
 
 /** `--token-start`: an integer in [0, maxTokenStart]; undefined when absent, null when invalid. */

@@ -4,9 +4,12 @@ import { createLogger } from '../log.js'
 import { fencesNothing } from '../proxy/fencing.js'
 import { startProxy } from '../proxy/proxy-server.js'
 
-const usage =
-  'usage: pgfence start --config FILE\n' +
-  '(without a config no table is fenced; `npm start` runs a demo database that needs none)'
+export const usage = `usage: pgfence start --config FILE
+
+Runs the proxy in the foreground: JSON logs on stdout, SIGHUP reloads the config, SIGTERM or
+SIGINT drain the sessions and exit 0.
+  -c, --config FILE   the YAML config, required
+(without a config no table is fenced; \`npm start\` runs a demo database that needs none)`
 
 /** `pgfence start --config FILE`: the proxy in the foreground until SIGTERM or SIGINT. */
 export async function run(argv: string[]): Promise<number> {

@@ -1,5 +1,6 @@
 import pg from 'pg'
 import type { FencingConfig } from '../config/schema.js'
+import { quoteIdent } from '../rewrite/sql-text.js'
 import { installSql } from '../schema/install.js'
 
 export const demoDatabase = 'pgfence_demo'
@@ -44,23 +45,40 @@ export async function withClient<T>(
   }
 }
 
+/** The name of the database a URL names. */
+function databaseOf(url: string): string {
+  return decodeURIComponent(new URL(url).pathname.slice(1))
+}
+
 /**
- * Creates the demo database if missing, its invoices table and row 99, the tables and rows of
- * `moreSql` (run under maintenance too), and then the fence schema, which fences them all.
+ * Creates the database `databaseUrl` names if missing (connected to `adminUrl`), its invoices
+ * table and row 99, the tables and rows of `moreSql` (run under maintenance too), and then the
+ * fence schema, which fences them all.
  */
 export async function prepareDemoDatabase(
-  serverUrl: (database: string) => string,
+  adminUrl: string,
+  databaseUrl: string,
   fencing: FencingConfig,
   moreSql = '',
 ): Promise<void> {
-  await withClient(serverUrl('postgres'), async (client) => {
+  const database = databaseOf(databaseUrl)
+  await withClient(adminUrl, async (client) => {
     const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [
-      demoDatabase,
+      database,
     ])
-    if (rowCount === 0) await client.query(`CREATE DATABASE ${demoDatabase}`)
+    if (rowCount === 0) await client.query(`CREATE DATABASE ${quoteIdent(database)}`)
   })
-  await withClient(serverUrl(demoDatabase), async (client) => {
+  await withClient(databaseUrl, async (client) => {
     await client.query(demoSchemaSql + moreSql)
     await client.query(installSql(fencing))
+  })
+}
+
+/** Drops the database `databaseUrl` names, with any session still in it. */
+export async function dropDemoDatabase(adminUrl: string, databaseUrl: string): Promise<void> {
+  await withClient(adminUrl, async (client) => {
+    await client.query(
+      `DROP DATABASE IF EXISTS ${quoteIdent(databaseOf(databaseUrl))} WITH (FORCE)`,
+    )
   })
 }

@@ -3,7 +3,13 @@ import { EventEmitter } from 'node:events'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { Redis } from 'ioredis'
-import { LeaseLostError, LeaseUnavailableError } from './errors.js'
+import { answerWithin } from './answer-within.js'
+import {
+  isServerAnswer,
+  LeaseLostError,
+  LeaseUnavailableError,
+  type Unreachable,
+} from './errors.js'
 import { Lease, type Queryable } from './lease.js'
 import { LeaseStore } from './lease-store.js'
 import { closeOnSignals, stopClosingOnSignals } from './shutdown-signals.js'
@@ -25,7 +31,10 @@ export interface LeaseManagerOptions {
 }
 
 export interface AcquireOptions {
-  /** How long to keep trying while another owner holds the lease; default 0 (one try). */
+  /**
+   * How long to keep trying while another owner holds the lease, or while Redis or the token
+   * source does not answer; default 0 (one try).
+   */
   waitMs?: number
 }
 
@@ -36,6 +45,40 @@ export interface WithLeaseOptions extends AcquireOptions {
 
 /** Pause between tries while waiting for a held lease. */
 const retryDelayMs = { min: 10, spread: 40 }
+
+/**
+ * How long a request of acquire may stay unanswered, past waitMs when that is shorter, while its
+ * connection is not known to be down: a first connection being made, a slow or frozen server.
+ */
+const answerMs = 1000
+
+/** How often acquire looks again, past waitMs, whether an unanswered request's connection failed. */
+const failureCheckMs = 20
+
+const storeName = 'the lease store (Redis)'
+const tokenSourceName = 'the token source (PostgreSQL)'
+
+/** Thrown inside acquire when the store or token source failed to answer: it retries. */
+class NoAnswer extends Error {
+  constructor(readonly unreachable: Unreachable) {
+    super(`${unreachable.source} does not answer`)
+  }
+}
+
+/** A server's error answer as it is; any other failure as a NoAnswer from `source`. */
+function noAnswerFrom(source: string): (error: unknown) => never {
+  return (error) => {
+    throw isServerAnswer(error) ? error : new NoAnswer({ source, error })
+  }
+}
+
+/** The option's value, or a TypeError that names it and says what it takes. */
+function required<T>(value: T | undefined, name: string, what: string): T {
+  if (value === undefined || value === null || value === '') {
+    throw new TypeError(`LeaseManager: the option ${name} is missing; it takes ${what}`)
+  }
+  return value
+}
 
 /**
  * Grants leases on named resources: the lease lives in Redis, the fencing token comes from
@@ -58,30 +101,43 @@ export class LeaseManager extends EventEmitter {
     if (!(this.driftPpm >= 0 && this.driftPpm < 1_000_000)) {
       throw new RangeError('driftPpm must be in [0, 1000000)')
     }
+    const redis = required(options.redis, 'redis', 'a Redis URL or an ioredis instance')
+    const tokenSource = required(
+      options.tokenSource,
+      'tokenSource',
+      'a PostgreSQL URL (directly, not through pgfence) or a pg.Pool',
+    )
     const onError = (err: Error) => this.emit('connectionError', err)
-    this.store = LeaseStore.from(options.redis, options.keyPrefix ?? 'pgfence:lease:', onError)
-    this.tokens = TokenIssuer.from(options.tokenSource, onError)
+    this.store = LeaseStore.from(redis, options.keyPrefix ?? 'pgfence:lease:', onError)
+    this.tokens = TokenIssuer.from(tokenSource, onError)
     if (options.handleSignals ?? true) closeOnSignals(this)
   }
 
   /**
    * Takes the lease, then draws a token. The token is drawn after the key is set, and the grant
    * is only handed out if it is still valid then: every later holder draws its token after this
-   * lease ended, so it gets a higher one.
+   * lease ended, so it gets a higher one. Rejects with LeaseUnavailableError once `waitMs` is
+   * over, whatever Redis or the token source does (a request not yet answered then gets up to
+   * `answerMs` from when it was sent, unless its connection is known to be down).
    */
   async acquire(resource: string, options: AcquireOptions = {}): Promise<Lease> {
-    if (this.closing) throw new Error('LeaseManager is closed')
+    this.throwIfClosed()
     const waitMs = options.waitMs ?? 0
     const owner = randomUUID()
-    const startedAt = performance.now()
+    const deadline = performance.now() + waitMs
     for (;;) {
-      const sentAt = performance.now()
-      if (await this.store.take(resource, owner, this.ttlMs)) {
-        return this.grant(resource, owner, sentAt)
+      let unreachable: Unreachable | undefined
+      try {
+        const lease = await this.tryToTake(resource, owner, deadline)
+        if (lease) return lease
+      } catch (err) {
+        if (!(err instanceof NoAnswer)) throw err
+        unreachable = err.unreachable
       }
-      const waitLeft = startedAt + waitMs - performance.now()
-      if (waitLeft <= 0) throw new LeaseUnavailableError(resource, waitMs)
+      const waitLeft = deadline - performance.now()
+      if (waitLeft <= 0) throw new LeaseUnavailableError(resource, waitMs, unreachable)
       await delay(Math.min(waitLeft, retryDelayMs.min + Math.random() * retryDelayMs.spread))
+      this.throwIfClosed()
     }
   }
 
@@ -109,23 +165,75 @@ export class LeaseManager extends EventEmitter {
     return this.closing
   }
 
+  /** A release that gets no answer (Redis down) is given up like a request of acquire. */
   private async shutDown(): Promise<void> {
     stopClosingOnSignals(this)
     try {
-      await Promise.all([...this.held].map((lease) => lease.releaseFor('shutdown')))
+      const now = performance.now()
+      await Promise.all(
+        [...this.held].map((lease) =>
+          this.answered(lease.releaseFor('shutdown'), now, now, () => this.store.failure()),
+        ),
+      )
     } finally {
       await Promise.allSettled([this.store.close(), this.tokens.close()])
     }
   }
 
-  private async grant(resource: string, owner: string, sentAt: number): Promise<Lease> {
+  private throwIfClosed(): void {
+    if (this.closing) throw new Error('LeaseManager is closed')
+  }
+
+  /** One try: the lease, or null when another owner holds it. */
+  private async tryToTake(
+    resource: string,
+    owner: string,
+    deadline: number,
+  ): Promise<Lease | null> {
+    const sentAt = performance.now()
+    const take = this.store.take(resource, owner, this.ttlMs)
+    const taken = await this.answered(take, sentAt, deadline, () => this.store.failure()).catch(
+      (err: unknown) => {
+        // An answer that still comes must not leave the key held for a whole TTL.
+        void take.then((ok) => ok && this.store.release(resource, owner)).catch(() => false)
+        return noAnswerFrom(storeName)(err)
+      },
+    )
+    return taken ? this.grant(resource, owner, sentAt, deadline) : null
+  }
+
+  /**
+   * `request`'s answer, or a rejection from `deadline` on: as soon as `failure()` says its
+   * connection is down (with that error), at the latest `answerMs` after it was sent.
+   */
+  private answered<T>(
+    request: Promise<T>,
+    sentAt: number,
+    deadline: number,
+    failure: () => Error | undefined,
+  ): Promise<T> {
+    const latest = Math.max(deadline, sentAt + answerMs)
+    const noAnswer = new Error(`no answer within ${Math.round(latest - sentAt)} ms`)
+    const giveUp = () => (performance.now() >= latest ? (failure() ?? noAnswer) : failure())
+    return answerWithin(request, deadline - performance.now(), giveUp, 'ref', failureCheckMs)
+  }
+
+  private async grant(
+    resource: string,
+    owner: string,
+    sentAt: number,
+    deadline: number,
+  ): Promise<Lease> {
     let token: bigint
     try {
-      token = await this.tokens.next()
+      token = await this.answered(this.tokens.next(), performance.now(), deadline, () => undefined)
     } catch (err) {
       // The key would expire anyway; the token error is the one worth reporting.
-      await this.store.release(resource, owner).catch(() => false)
-      throw err
+      const release = this.store.release(resource, owner)
+      await this.answered(release, performance.now(), deadline, () => this.store.failure()).catch(
+        () => false,
+      )
+      return noAnswerFrom(tokenSourceName)(err)
     }
     const lease = new Lease(
       this.store,
@@ -134,7 +242,7 @@ export class LeaseManager extends EventEmitter {
     )
     if (this.closing) {
       await lease.release()
-      throw new Error('LeaseManager is closed')
+      this.throwIfClosed()
     }
     if (lease.remainingMs() <= 0) {
       await lease.release()

@@ -3,6 +3,9 @@ import { defineLeaseScripts } from './scripts.js'
 
 /** The lease keys in Redis: `SET NX PX` to take, Lua compare-and-pexpire / compare-and-delete. */
 export class LeaseStore {
+  /** The last error of an own connection since it was last ready. */
+  private lastError: Error | undefined
+
   private constructor(
     readonly redis: Redis,
     private readonly ownConnection: boolean,
@@ -18,9 +21,28 @@ export class LeaseStore {
     onError: (err: Error) => void,
   ): LeaseStore {
     if (typeof source !== 'string') return new LeaseStore(source, false, keyPrefix)
-    const redis = new Redis(source)
-    redis.on('error', onError)
-    return new LeaseStore(redis, true, keyPrefix)
+    // close() disconnects a connection that is down; ioredis would otherwise keep a timer for
+    // its already closed socket (disconnectTimeout, 2 s) that holds the process open.
+    const redis = new Redis(source, { disconnectTimeout: 0 })
+    const store = new LeaseStore(redis, true, keyPrefix)
+    redis.on('error', (err: Error) => {
+      store.lastError = err
+      onError(err)
+    })
+    redis.on('ready', () => (store.lastError = undefined))
+    return store
+  }
+
+  /**
+   * Why the store does not answer now: the connection is down and has failed (its last error, or
+   * that it is reconnecting after a close). Undefined while it is up or still making its first
+   * connection: a request may then still be answered.
+   */
+  failure(): Error | undefined {
+    const { status } = this.redis
+    if (status === 'ready') return undefined
+    if (this.lastError) return this.lastError
+    return status === 'reconnecting' ? new Error('the Redis connection is reconnecting') : undefined
   }
 
   keyOf(resource: string): string {
@@ -39,7 +61,10 @@ export class LeaseStore {
     return (await this.redis.pgfenceLeaseRelease(this.keyOf(resource), owner)) === 1
   }
 
+  /** QUIT waits for the connection to come back while commands are queued: a down one just ends. */
   async close(): Promise<void> {
-    if (this.ownConnection) await this.redis.quit()
+    if (!this.ownConnection) return
+    if (this.redis.status === 'ready') await this.redis.quit()
+    else this.redis.disconnect()
   }
 }

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks'
 import { quoteLiteral } from '../rewrite/sql-text.js'
+import { answerWithin } from './answer-within.js'
 import { LeaseLostError, type LeaseEndReason } from './errors.js'
 import type { LeaseStore } from './lease-store.js'
 import { validityMs } from './validity.js'
@@ -145,6 +146,8 @@ export class Lease {
       renewed = await answerWithin(
         this.store.renew(this.resource, this.owner, this.ttlMs),
         this.renewEveryMs,
+        () => new Error(`renewal got no ack within ${this.renewEveryMs} ms`),
+        'unref',
       )
     } catch (err) {
       return this.end('lost', err)
@@ -154,13 +157,4 @@ export class Lease {
     this.validUntil = Math.max(this.validUntil, sentAt + this.validForMs)
     this.scheduleRenewal(sentAt)
   }
-}
-
-/** Rejects when `promise` has not settled within `ms`; the timer never keeps the process alive. */
-function answerWithin<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`renewal got no ack within ${ms} ms`)), ms).unref()
-  })
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
 }

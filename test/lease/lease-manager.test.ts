@@ -213,6 +213,16 @@ describe('LeaseManager', () => {
     await expect(manager.acquire('s3')).rejects.toThrow(/closed/)
   })
 
+  it('names a missing redis or tokenSource option at construction', () => {
+    const options = { redis: redisUrl(), tokenSource: db.url, handleSignals: false }
+    expect(() => new LeaseManager({ ...options, tokenSource: undefined! })).toThrow(
+      /option tokenSource is missing; it takes a PostgreSQL URL/,
+    )
+    expect(() => new LeaseManager({ ...options, redis: undefined! })).toThrow(
+      /option redis is missing; it takes a Redis URL/,
+    )
+  })
+
   it('gives the key back when no token can be drawn', async () => {
     const bare = await createTestDatabase('lease_no_token_source')
     try {

@@ -8,7 +8,7 @@ import { promisify } from 'node:util'
 const run = promisify(execFile)
 const binDir = process.env.PGFENCE_TEST_PG_BIN ?? '/usr/lib/postgresql/15/bin'
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const server = net.createServer()
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const { port } = server.address() as net.AddressInfo
