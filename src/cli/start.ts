@@ -27,6 +27,17 @@ export async function run(argv: string[]): Promise<number> {
       'the config fences no table: every statement passes through unchanged',
     )
   }
+  // Signals are taken before the port is bound: a SIGTERM right after the 'listening' line
+  // drains the proxy instead of killing the process.
+  const signal = new Promise<string>((resolve) => {
+    const stop = (name: string) => {
+      process.off('SIGTERM', stop)
+      process.off('SIGINT', stop)
+      resolve(name)
+    }
+    process.on('SIGTERM', stop)
+    process.on('SIGINT', stop)
+  })
   const proxy = await startProxy(config, {
     logger,
     configFile: values.config,
@@ -35,17 +46,9 @@ export async function run(argv: string[]): Promise<number> {
   // A refused reload is logged by the proxy; the running configuration stays.
   const reload = () => void proxy.reload().catch(() => {})
   process.on('SIGHUP', reload)
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      logger.info({ signal }, 'shutting down')
-      process.off('SIGTERM', stop)
-      process.off('SIGINT', stop)
-      process.off('SIGHUP', reload)
-      void proxy.close().then(resolve)
-    }
-    process.on('SIGTERM', stop)
-    process.on('SIGINT', stop)
-  })
+  logger.info({ signal: await signal }, 'shutting down')
+  process.off('SIGHUP', reload)
+  await proxy.close()
   logger.info('stopped')
   return 0
 }

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
@@ -66,5 +66,26 @@ describe('the README lease example', () => {
       'SELECT status, fencing_token::text AS token FROM invoices WHERE id = 99',
     )
     expect(rows).toEqual([{ status: 'PAID', token }])
+  })
+
+  it("runs the other calls on the example's manager", async () => {
+    const lease = pathToFileURL(join(repoRoot, 'dist/lease/index.js')).href
+    const script = join(inject('scratchDir'), `lease-calls-${db.name}.mjs`)
+    writeFileSync(
+      script,
+      `const { LeaseManager } = await import('${lease}')\n` +
+        'const leases = new LeaseManager({ redis: process.env.REDIS_URL, tokenSource: process.env.DIRECT_DATABASE_URL })\n' +
+        readmeBlock('lease-calls') +
+        'console.log(JSON.stringify({ token: String(lease.token), released: await lease.release() }))\n' +
+        'await leases.close()\n',
+    )
+    const { stdout } = await run(process.execPath, [script], {
+      env: { ...process.env, DIRECT_DATABASE_URL: db.url, REDIS_URL: redisUrl() },
+      timeout: 30_000,
+    })
+    const printed = JSON.parse(stdout) as { token: string; released: boolean }
+    expect(BigInt(printed.token)).toBeGreaterThan(100n)
+    // The block released the lease already: a second release finds no key of its own.
+    expect(printed.released).toBe(false)
   })
 })
