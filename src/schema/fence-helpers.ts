@@ -1,3 +1,5 @@
+import { EPOCH_TAG } from './token-source.js'
+
 /**
  * The PL/pgSQL helpers that the fence triggers, the resource gates and the proxy's own
  * compare-and-raise (for tables without their trigger, fence-rewrite.ts) call. Every rejection is raised inside
@@ -60,6 +62,9 @@ BEGIN
       'fencing token ' || CASE WHEN comment_token = '-' THEN 'in the statement''s comment'
         ELSE pg_catalog.quote_literal(raw) END || ' is not an integer in [0, 9223372036854775807]',
       'present the token exactly as the lock service issued it', rel, col);
+  END IF;
+  IF raw::bigint >= ${EPOCH_TAG} THEN
+    PERFORM pgfence.epoch_check(raw::bigint, rel, col);
   END IF;
   RETURN raw::bigint;
 END

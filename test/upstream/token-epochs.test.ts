@@ -1,0 +1,104 @@
+import pg from 'pg'
+import { afterAll, beforeAll, expect, test } from 'vitest'
+import { tokenTimeline } from '../../src/schema/token-source.js'
+import { waitFor } from '../e2e/support/wait.js'
+import { fencingConfig, installFencing, invoicesSql } from '../fence/support.js'
+import { queryOnce } from '../support/database.js'
+import { startTestProxy, type TestProxy } from '../support/proxy.js'
+import { startReplicaPair, type ReplicaPair } from '../support/replica-pair.js'
+
+let pair: ReplicaPair
+let proxy: TestProxy
+const fencing = { tables: [{ name: 'invoices' }] }
+
+beforeAll(async () => {
+  pair = await startReplicaPair('epochs')
+  await queryOnce(pair.primary.url, invoicesSql)
+  await installFencing(pair.primary.url, fencingConfig(fencing))
+  proxy = await startTestProxy(
+    {
+      fencing,
+      upstream: {
+        hosts: [pair.primary.hostPort, pair.standby.hostPort],
+        primaryCheckIntervalMs: 100,
+        connectTimeoutMs: 8000,
+      },
+    },
+    pair.primary.url,
+  )
+}, 60_000)
+
+afterAll(async () => {
+  await proxy?.close()
+  await pair?.remove()
+})
+
+const nextToken = async (): Promise<bigint> =>
+  BigInt((await queryOnce(proxy.url(), 'SELECT pgfence.next_token()::text AS t')).rows[0].t)
+
+/** Writes invoice 99 through pgfence with `token`: its error, or null once committed. */
+async function writeWith(token: bigint, status: string): Promise<pg.DatabaseError | null> {
+  const client = new pg.Client({ connectionString: proxy.url() })
+  await client.connect()
+  try {
+    await client.query(
+      `/* fencing_token=${token} */ INSERT INTO invoices (id, status) VALUES (99, '${status}')
+       ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status`,
+    )
+    return null
+  } catch (err) {
+    return err as pg.DatabaseError
+  } finally {
+    await client.end()
+  }
+}
+
+test('a failover that lost commits invalidates earlier tokens; later ones exceed them all', async () => {
+  const first = await nextToken()
+  expect(tokenTimeline(first)).toBe(1)
+  expect(await writeWith(first, 'first')).toBeNull()
+  await waitFor(
+    async () =>
+      (await queryOnce(pair.standby.url, 'SELECT status FROM invoices WHERE id = 99')).rows[0]
+        ?.status === 'first',
+    { what: 'the standby to replay the first write' },
+  )
+
+  // The standby stops receiving WAL: what follows is acknowledged but lost at the failover.
+  await queryOnce(pair.standby.url, "ALTER SYSTEM SET primary_conninfo = ''")
+  await queryOnce(pair.standby.url, 'SELECT pg_reload_conf()')
+  await waitFor(
+    async () =>
+      (await queryOnce(pair.primary.url, 'SELECT 1 FROM pg_stat_replication')).rowCount === 0,
+    { what: 'the standby to disconnect' },
+  )
+  const second = await nextToken()
+  expect(second > first).toBe(true)
+  expect(await writeWith(second, 'second')).toBeNull()
+
+  await pair.primary.crash()
+  await pair.standby.promote()
+  // The promoted standby never saw the second write: the row holds the first token again, so
+  // without the epochs the first holder's stale write would pass.
+  const { rows } = await queryOnce(
+    pair.standby.url,
+    'SELECT status, fencing_token::text AS token FROM invoices WHERE id = 99',
+  )
+  expect(rows[0]).toEqual({ status: 'first', token: first.toString() })
+
+  for (const stale of [first, second]) {
+    const refused = await writeWith(stale, 'stale')
+    expect(refused?.code).toBe('PF409')
+    expect(refused?.detail).toContain('a failover invalidated the token')
+  }
+
+  const third = await nextToken()
+  expect(tokenTimeline(third)).toBe(2)
+  expect(third > second).toBe(true)
+  expect(await writeWith(third, 'third')).toBeNull()
+  const after = await queryOnce(
+    pair.standby.url,
+    'SELECT status, fencing_token::text AS token FROM invoices WHERE id = 99',
+  )
+  expect(after.rows[0]).toEqual({ status: 'third', token: third.toString() })
+})
