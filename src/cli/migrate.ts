@@ -4,6 +4,11 @@ import { loadConfigFile } from '../config/load.js'
 import type { FencingConfig } from '../config/schema.js'
 import { installSql } from '../schema/install.js'
 import { resolveTables } from '../schema/resolve-tables.js'
+import {
+  guaranteeLine,
+  REPLICATION_QUERY,
+  replicationMode,
+} from '../upstream/replication-guarantee.js'
 
 const usage = 'usage: pgfence migrate --config FILE --database-url URL [--dry-run]'
 
@@ -67,6 +72,8 @@ export async function run(argv: string[]): Promise<number> {
       return 0
     }
     await client.query(sql)
+    const { rows } = await client.query(REPLICATION_QUERY)
+    process.stdout.write(`pgfence migrate: ${guaranteeLine(replicationMode(rows[0]))}\n`)
   } catch (err) {
     process.stderr.write(`pgfence migrate failed: ${(err as Error).message}\n`)
     return 1

@@ -4,6 +4,7 @@ import type { PoolRegistry } from '../pool/pool-registry.js'
 import type { Upstream } from '../upstream/primary-tracker.js'
 import type { UpstreamNode } from '../upstream/upstream-node.js'
 import type { SessionRegistry } from './session-registry.js'
+import { guaranteeLine } from '../upstream/replication-guarantee.js'
 
 /**
  * What a change of primary does to the proxy: sessions on the node that stopped being the
@@ -21,9 +22,7 @@ export function followFailovers(
   let last: UpstreamNode | null = null
   upstream.onChange((previous, next) => {
     const failover = next !== null && last !== null && next !== last
-    const level = failover ? 'warn' : 'info'
-    if (next)
-      logger[level]({ primary: next.name, previous: last?.name ?? null }, 'upstream primary')
+    if (next) void logPrimary(upstream, next, last, failover, logger)
     else logger.error({ previous: previous?.name }, 'no upstream primary: new connections wait')
     if (failover) metrics.failover()
     if (next) last = next
@@ -31,4 +30,19 @@ export function followFailovers(
     for (const session of [...registry.on(previous)]) void session.cut('failover')
     pools?.sweep()
   })
+}
+
+/** The one line of a new primary, with what its replication guarantees. */
+async function logPrimary(
+  upstream: Upstream,
+  next: UpstreamNode,
+  last: UpstreamNode | null,
+  failover: boolean,
+  logger: Logger,
+): Promise<void> {
+  const mode = await upstream.replicationOf(next)
+  logger[failover ? 'warn' : 'info'](
+    { primary: next.name, previous: last?.name ?? null, ...(mode && { replication: mode }) },
+    mode ? `upstream primary; ${guaranteeLine(mode)}` : 'upstream primary',
+  )
 }

@@ -1,6 +1,11 @@
 import pg from 'pg'
 import type { UpstreamConfig } from '../config/schema.js'
 import type { UpstreamNode } from './upstream-node.js'
+import {
+  REPLICATION_QUERY,
+  replicationMode,
+  type ReplicationMode,
+} from './replication-guarantee.js'
 
 /** What a probe learned of a node: unreachable, or what it would accept. */
 export type NodeRole = 'down' | 'standby' | 'read-only' | 'primary'
@@ -41,6 +46,17 @@ export class SqlProbe {
     } catch {
       this.close()
       return 'down'
+    }
+  }
+
+  /** The node's replication mode (null: no answer). */
+  async replication(): Promise<ReplicationMode | null> {
+    try {
+      const client = await this.connected()
+      const { rows } = await client.query(REPLICATION_QUERY)
+      return replicationMode(rows[0])
+    } catch {
+      return null
     }
   }
 
@@ -86,6 +102,11 @@ export class PatroniProbe {
     } catch {
       return 'down'
     }
+  }
+
+  /** Patroni's REST API does not say; the database does (pgfence migrate states it). */
+  async replication(): Promise<ReplicationMode | null> {
+    return null
   }
 
   close(): void {}

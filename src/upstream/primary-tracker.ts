@@ -2,6 +2,7 @@ import type { UpstreamConfig } from '../config/schema.js'
 import { PgError } from '../wire/error-response.js'
 import { PatroniProbe, qualifies, SqlProbe, type NodeRole } from './node-probe.js'
 import { listedNodes, UpstreamNode } from './upstream-node.js'
+import type { ReplicationMode } from './replication-guarantee.js'
 
 const SHUT = new PgError('57P01', 'terminating connection due to administrator command')
 
@@ -23,6 +24,8 @@ export interface Upstream {
   nextCheck(deadline: AbortSignal): Promise<void>
   /** Called at each change of primary. */
   onChange(listener: PrimaryChange): void
+  /** The replication mode of a node, as its primary reports it (null: not known). */
+  replicationOf(node: UpstreamNode): Promise<ReplicationMode | null>
   close(): void
 }
 
@@ -38,6 +41,7 @@ class FixedUpstream implements Upstream {
   current = () => this.nodes[0]!
   primary = async () => this.nodes[0]!
   nextCheck = async () => {}
+  replicationOf = async () => null
   suspect(): void {}
   onChange(): void {}
   close(): void {}
@@ -45,6 +49,7 @@ class FixedUpstream implements Upstream {
 
 interface Probe {
   role(): Promise<NodeRole>
+  replication(): Promise<ReplicationMode | null>
   close(): void
 }
 
@@ -109,6 +114,10 @@ class PrimaryTracker implements Upstream {
 
   onChange(listener: PrimaryChange): void {
     this.listeners.push(listener)
+  }
+
+  replicationOf(node: UpstreamNode): Promise<ReplicationMode | null> {
+    return this.probes[this.nodes.indexOf(node)]!.replication()
   }
 
   close(): void {

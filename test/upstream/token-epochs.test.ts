@@ -2,19 +2,29 @@ import pg from 'pg'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { tokenTimeline } from '../../src/schema/token-source.js'
 import { waitFor } from '../e2e/support/wait.js'
-import { fencingConfig, installFencing, invoicesSql } from '../fence/support.js'
+import { invoicesSql } from '../fence/support.js'
+import { capture } from '../support/capture.js'
+import { scratchFile } from '../support/pool-auth.js'
+import { run as migrate } from '../../src/cli/migrate.js'
+import { writeFileSync } from 'node:fs'
+import { stringify } from 'yaml'
 import { queryOnce } from '../support/database.js'
 import { startTestProxy, type TestProxy } from '../support/proxy.js'
 import { startReplicaPair, type ReplicaPair } from '../support/replica-pair.js'
 
 let pair: ReplicaPair
 let proxy: TestProxy
+let migrated: { code: number; out: string }
 const fencing = { tables: [{ name: 'invoices' }] }
 
 beforeAll(async () => {
   pair = await startReplicaPair('epochs')
   await queryOnce(pair.primary.url, invoicesSql)
-  await installFencing(pair.primary.url, fencingConfig(fencing))
+  const configFile = scratchFile('pgfence.yaml')
+  writeFileSync(configFile, stringify({ fencing }))
+  migrated = await capture(() =>
+    migrate(['--config', configFile, '--database-url', pair.primary.url]),
+  )
   proxy = await startTestProxy(
     {
       fencing,
@@ -52,6 +62,13 @@ async function writeWith(token: bigint, status: string): Promise<pg.DatabaseErro
     await client.end()
   }
 }
+
+test('pgfence migrate states the guarantee of asynchronous standbys', () => {
+  expect(migrated.code).toBe(0)
+  expect(migrated.out).toContain(
+    'pgfence migrate: replication: asynchronous standbys: a failover may lose acknowledged commits',
+  )
+})
 
 test('a failover that lost commits invalidates earlier tokens; later ones exceed them all', async () => {
   const first = await nextToken()
