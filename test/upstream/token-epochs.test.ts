@@ -6,6 +6,7 @@ import { invoicesSql } from '../fence/support.js'
 import { capture } from '../support/capture.js'
 import { scratchFile } from '../support/pool-auth.js'
 import { run as migrate } from '../../src/cli/migrate.js'
+import { TokenIssuer } from '../../src/lease/token-issuer.js'
 import { writeFileSync } from 'node:fs'
 import { stringify } from 'yaml'
 import { queryOnce } from '../support/database.js'
@@ -71,8 +72,15 @@ test('pgfence migrate states the guarantee of asynchronous standbys', () => {
 })
 
 test('a failover that lost commits invalidates earlier tokens; later ones exceed them all', async () => {
+  // The lease library's token source, given both hosts standby first: it follows the primary.
+  const issuer = TokenIssuer.from(
+    `postgres://postgres@${pair.standby.hostPort},${pair.primary.hostPort}/postgres?target_session_attrs=read-write`,
+    () => {},
+  )
+  const leased = await issuer.next()
+  expect(tokenTimeline(leased)).toBe(1)
   const first = await nextToken()
-  expect(tokenTimeline(first)).toBe(1)
+  expect(first > leased).toBe(true)
   expect(await writeWith(first, 'first')).toBeNull()
   await waitFor(
     async () =>
@@ -112,6 +120,13 @@ test('a failover that lost commits invalidates earlier tokens; later ones exceed
   const third = await nextToken()
   expect(tokenTimeline(third)).toBe(2)
   expect(third > second).toBe(true)
+  try {
+    const leasedAfter = await issuer.next()
+    expect(tokenTimeline(leasedAfter)).toBe(2)
+    expect(leasedAfter > third).toBe(true)
+  } finally {
+    await issuer.close()
+  }
   expect(await writeWith(third, 'third')).toBeNull()
   const after = await queryOnce(
     pair.standby.url,
