@@ -118,11 +118,31 @@ describe.each(['none', 'session', 'transaction'] as const)('pool.mode %s', (mode
     expect(rows.map((row) => row.note)).toEqual(['before', 'after'])
   })
 
-  test('sessions on a node that turns read-only are ended by pgfence; none is a failover', async () => {
+  test('sessions on a node that turns read-only are ended by pgfence (08006, 08007 with a statement that may commit in flight); none is a failover', async () => {
     const held = await openTransaction()
+    // A statement outside a transaction block may commit on its own: its outcome is unknown.
+    const busy = new pg.Client({ connectionString: url() })
+    busy.on('error', () => {})
+    await busy.connect()
+    const running = busy.query('SELECT pg_sleep(30)').then(
+      () => null,
+      (err: Error & { code?: string }) => err.code,
+    )
+    await waitFor(
+      async () =>
+        (
+          await queryOnce(
+            pair.standby.url,
+            "SELECT 1 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'",
+          )
+        ).rowCount === 1,
+      { what: 'the statement to run' },
+    )
     await setReadOnly(pair.standby.url, 'on')
     expect((await held.ended).code).toBe('08006')
+    expect(await running).toBe('08007')
     await held.client.end().catch(() => {})
+    await busy.end().catch(() => {})
     expect((await get('/readyz')).status).toBe(503)
     await setReadOnly(pair.standby.url, 'off')
     await waitFor(async () => (await get('/readyz')).status === 200, { what: 'the primary back' })
