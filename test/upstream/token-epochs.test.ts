@@ -8,6 +8,8 @@ import { scratchFile } from '../support/pool-auth.js'
 import { run as migrate } from '../../src/cli/migrate.js'
 import { TokenIssuer } from '../../src/lease/token-issuer.js'
 import { writeFileSync } from 'node:fs'
+import { Writable } from 'node:stream'
+import { pino } from 'pino'
 import { stringify } from 'yaml'
 import { queryOnce } from '../support/database.js'
 import { startTestProxy, type TestProxy } from '../support/proxy.js'
@@ -16,6 +18,14 @@ import { startReplicaPair, type ReplicaPair } from '../support/replica-pair.js'
 let pair: ReplicaPair
 let proxy: TestProxy
 let migrated: { code: number; out: string }
+/** The proxy's log lines: { msg, primary? }. */
+const logged: { msg: string; primary?: string }[] = []
+const sink = new Writable({
+  write(line: Buffer, _encoding, done) {
+    logged.push(JSON.parse(line.toString()) as { msg: string; primary?: string })
+    done()
+  },
+})
 const fencing = { tables: [{ name: 'invoices' }] }
 
 beforeAll(async () => {
@@ -36,6 +46,7 @@ beforeAll(async () => {
       },
     },
     pair.primary.url,
+    { logger: pino({ level: 'info' }, sink) },
   )
 }, 60_000)
 
@@ -69,6 +80,16 @@ test('pgfence migrate states the guarantee of asynchronous standbys', () => {
   expect(migrated.out).toContain(
     'pgfence migrate: replication: asynchronous standbys: a failover may lose acknowledged commits',
   )
+})
+
+const primaryLines = () => logged.filter((line) => line.msg.startsWith('upstream primary'))
+
+test('the log line of the first primary states its replication guarantee', async () => {
+  await waitFor(() => primaryLines().length === 1, { what: 'the first primary' })
+  expect(primaryLines()[0]).toMatchObject({
+    primary: pair.primary.hostPort,
+    msg: expect.stringContaining('replication: asynchronous standbys: a failover may lose'),
+  })
 })
 
 test('a failover that lost commits invalidates earlier tokens; later ones exceed them all', async () => {
@@ -127,6 +148,13 @@ test('a failover that lost commits invalidates earlier tokens; later ones exceed
   } finally {
     await issuer.close()
   }
+  // One line per change of primary: the first, none, the promoted standby (no standby left).
+  expect(primaryLines().map((line) => line.primary)).toEqual([
+    pair.primary.hostPort,
+    pair.standby.hostPort,
+  ])
+  expect(primaryLines()[1]!.msg).toContain('replication: none')
+  expect(logged.filter((line) => line.msg.startsWith('no upstream primary'))).toHaveLength(1)
   expect(await writeWith(third, 'third')).toBeNull()
   const after = await queryOnce(
     pair.standby.url,
