@@ -15,6 +15,8 @@ export interface ProxyFigures {
   rewriteCacheLookups(): { hits: number; misses: number }
   /** Each pool's figures (none when pool.mode is none). */
   pools(): NamedPoolStats[]
+  /** Each upstream node (host:port) and whether pgfence follows it as the primary now. */
+  upstreamNodes(): readonly { name: string; primary: boolean }[]
 }
 
 type PoolLabel = 'database' | 'user'
@@ -79,6 +81,7 @@ export class ProxyMetrics {
   private readonly connectFailures: Counter
   private readonly poolWaits: Histogram<PoolLabel>
   private readonly poolWaitTimeouts: Counter<PoolLabel>
+  private readonly failovers: Counter
 
   /** `processDefaults`: also prom-client's process series (they watch GC and the event loop). */
   constructor(figures: ProxyFigures, processDefaults: boolean) {
@@ -156,6 +159,26 @@ export class ProxyMetrics {
       registers,
     })
     poolGauges(figures, registers)
+    new Gauge({
+      name: 'pgfence_upstream_primary',
+      help: 'Upstream nodes by host:port: 1 for the primary server connections go to, else 0',
+      labelNames: ['host'],
+      registers,
+      collect() {
+        this.reset()
+        for (const { name, primary } of figures.upstreamNodes())
+          this.set({ host: name }, primary ? 1 : 0)
+      },
+    })
+    this.failovers = new Counter({
+      name: 'pgfence_failovers_total',
+      help: 'Changes of the upstream primary to another node',
+      registers,
+    })
+  }
+
+  failover(): void {
+    this.failovers.inc()
   }
 
   /** Counts the waits of the pool of one (database, user). */

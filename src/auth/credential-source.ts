@@ -1,5 +1,7 @@
 import pg from 'pg'
 import type { AuthConfig, Config } from '../config/schema.js'
+import { pgSsl } from '../upstream/node-probe.js'
+import type { Upstream } from '../upstream/primary-tracker.js'
 import { parseSecret, type Secret } from './secret.js'
 import { readUserlist } from './userlist.js'
 
@@ -8,7 +10,7 @@ export interface CredentialSource {
   lookup(user: string, database: string): Promise<Secret | null>
 }
 
-export function createCredentialSource(auth: AuthConfig, upstream: Config['upstream']) {
+export function createCredentialSource(auth: AuthConfig, upstream: Upstream) {
   const users = auth.file ? readUserlist(auth.file) : new Map<string, string>()
   const fromFile = (user: string) => {
     const text = users.get(user)
@@ -20,9 +22,12 @@ export function createCredentialSource(auth: AuthConfig, upstream: Config['upstr
   return {
     lookup: async (user: string, database: string) =>
       fromFile(user) ??
-      lookupByQuery(query, user, database, authUser, users.get(authUser), upstream),
+      lookupByQuery(query, user, database, authUser, users.get(authUser), primaryConfig(upstream)),
   } satisfies CredentialSource
 }
+
+/** The primary's config, or the first node's while none is known (the lookup then fails in time). */
+const primaryConfig = (upstream: Upstream) => (upstream.current() ?? upstream.nodes[0]!).config
 
 /** One short connection per lookup, as auth.user, to the database the client asked for. */
 async function lookupByQuery(
@@ -40,10 +45,7 @@ async function lookupByQuery(
     password,
     database,
     connectionTimeoutMillis: upstream.connectTimeoutMs,
-    ssl:
-      upstream.tls === 'require' || upstream.tls === 'verify-full'
-        ? { rejectUnauthorized: upstream.tls === 'verify-full' }
-        : false,
+    ssl: pgSsl(upstream),
   })
   await client.connect()
   try {

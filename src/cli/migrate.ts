@@ -6,6 +6,11 @@ import { columnFixes, columnProblems, describeFix } from '../schema/fence-column
 import { installSql } from '../schema/install.js'
 import { resolveTables } from '../schema/resolve-tables.js'
 import { maxTokenStart, tokenStartSql } from '../schema/token-source.js'
+import {
+  guaranteeLine,
+  REPLICATION_QUERY,
+  replicationMode,
+} from '../upstream/replication-guarantee.js'
 
 export const usage =
   'usage: pgfence migrate --config FILE --database-url URL [--token-start N] [--dry-run]'
@@ -20,12 +25,17 @@ const say = (line: string) => void process.stdout.write(`pgfence migrate: ${line
 
 /** Runs tokenStartSql; says what it did. */
 async function startTokens(client: pg.Client, start: bigint): Promise<string> {
-  const results = [await client.query(tokenStartSql(start))].flat()
-  const { last, moved } = results.find((result) => result.command === 'SELECT')!.rows[0]!
+  const selects = [await client.query(tokenStartSql(start))]
+    .flat()
+    .filter((result) => result.command === 'SELECT')
+  const { last, moved, beyond } = selects[0]!.rows[0]!
+  const { next } = selects[1]!.rows[0]!
+  if (beyond === true)
+    throw new Error(`--token-start ${start} is above the tokens of this timeline (next: ${next})`)
   const before = last === '0' ? 'none was issued before' : `the last issued was ${last}`
   return moved === true
-    ? `token sequence moved: the next token is ${start + 1n} (${before})`
-    : `token sequence left as it is: it is already past ${start} (the last issued token is ${last})`
+    ? `token sequence moved: the next token is ${next} (${before})`
+    : `token sequence left as it is: the next token, ${next}, is above ${start} already`
 }
 
 /** A WARNING the install raised (what it could not do, and what to do about it), on stderr. */
@@ -106,6 +116,8 @@ export async function run(argv: string[]): Promise<number> {
     await client.query(sql)
     for (const fix of columnFixes(tables)) say(describeFix(fix))
     if (start !== undefined) say(await startTokens(client, start))
+    const { rows } = await client.query(REPLICATION_QUERY)
+    say(guaranteeLine(replicationMode(rows[0])))
   } catch (err) {
     process.stderr.write(`pgfence migrate failed: ${(err as Error).message}\n`)
     return 1

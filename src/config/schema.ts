@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { HOST_PORT, parseHostPort } from './host-port.js'
 import { overlappingRules } from './table-names.js'
 
 const port = z.number().int().min(1).max(65535)
@@ -12,13 +13,43 @@ const listen = z.strictObject({
   unixSocketDir: z.string().min(1).optional(),
 })
 
-const upstream = z.strictObject({
-  host: z.string().min(1).default('127.0.0.1'),
-  port: port.default(5432),
-  tls: z.enum(['disable', 'prefer', 'require', 'verify-full']).default('prefer'),
-  ca: z.string().min(1).optional(),
-  connectTimeoutMs: z.number().int().positive().default(5000),
-})
+const hostPort = z
+  .string()
+  .regex(HOST_PORT, 'must be host:port (IPv6: [addr]:port)')
+  .refine((text) => port.safeParse(parseHostPort(text).port).success, 'port out of range')
+
+const upstream = z
+  .strictObject({
+    /** One node (default 127.0.0.1:5432): no probing, exactly one upstream. */
+    host: z.string().min(1).optional(),
+    port: port.optional(),
+    /** Several nodes (src/upstream): server connections go to the primary only. */
+    hosts: z.array(hostPort).min(1).optional(),
+    /** Which node is the primary, by libpq's target_session_attrs rules (with hosts). */
+    targetSessionAttrs: z.enum(['read-write', 'primary', 'any']).default('read-write'),
+    primaryCheckIntervalMs: z.number().int().min(50).default(1000),
+    /** Patroni REST endpoints, the i-th for the i-th of hosts: the primary answers GET /primary. */
+    patroni: z
+      .array(z.url({ protocol: /^https?$/ }))
+      .min(1)
+      .optional(),
+    tls: z.enum(['disable', 'prefer', 'require', 'verify-full']).default('prefer'),
+    ca: z.string().min(1).optional(),
+    connectTimeoutMs: z.number().int().positive().default(5000),
+  })
+  .superRefine((value, ctx) => {
+    const issue = (path: string, message: string) =>
+      ctx.addIssue({ code: 'custom', path: [path], message })
+    if (value.hosts && (value.host !== undefined || value.port !== undefined))
+      issue('hosts', 'give either host/port or hosts, not both')
+    if (value.patroni && value.patroni.length !== (value.hosts?.length ?? 0))
+      issue('patroni', 'needs hosts, one Patroni endpoint for each host, in the same order')
+  })
+  // host/port: the one node, or the first of hosts (what a single-node reader sees).
+  .transform(({ host, port, ...rest }) => {
+    const first = rest.hosts ? parseHostPort(rest.hosts[0]!) : undefined
+    return { ...rest, host: host ?? first?.host ?? '127.0.0.1', port: port ?? first?.port ?? 5432 }
+  })
 
 const clientTls = z.strictObject({
   cert: z.string().min(1),
@@ -165,6 +196,7 @@ export const configSchema = z
   })
 
 export type Config = z.infer<typeof configSchema>
+export type UpstreamConfig = Config['upstream']
 export type TcpKeepaliveConfig = z.infer<typeof tcpKeepalive>
 export type FencedTableConfig = z.infer<typeof fencedTable>
 export type AdminConfig = z.infer<typeof admin>

@@ -3,6 +3,9 @@ import type { Config } from '../config/schema.js'
 import type { Logger } from '../log.js'
 import { Pool, type PoolObserver, type PoolStats } from './pool.js'
 import { ServerConnection } from './server-connection.js'
+import { PgError } from '../wire/error-response.js'
+import { connectToPrimary, deadlineAfter, type Upstream } from '../upstream/primary-tracker.js'
+import type { UpstreamNode } from '../upstream/upstream-node.js'
 
 /** The observer of the pool of one (database, user). */
 export type PoolObservers = (database: string, user: string) => PoolObserver
@@ -21,6 +24,7 @@ export class PoolRegistry {
 
   constructor(
     private readonly config: Config,
+    private readonly upstream: Upstream,
     private readonly log: Logger,
     private readonly observers: PoolObservers = () => unobserved,
   ) {}
@@ -32,7 +36,11 @@ export class PoolRegistry {
       // Session pools lend their connections to the native relay, which then owns their TLS.
       const nativeTls = this.config.relay === 'native' && this.config.pool.mode === 'session'
       const open = (credentials: UpstreamCredentials) =>
-        ServerConnection.open(this.config.upstream, user, database, credentials, nativeTls)
+        connectToPrimary(
+          this.upstream,
+          deadlineAfter(this.config.pool.waitTimeoutMs, noPrimaryInTime(this.config.pool)),
+          (node) => openOnPrimary(node, user, database, credentials, nativeTls, this.upstream),
+        )
       const log = this.log.child({ pool: `${user}@${database}` })
       const pool = new Pool(this.config.pool, open, log, this.observers(database, user))
       entry = { database, user, pool }
@@ -50,8 +58,40 @@ export class PoolRegistry {
     }))
   }
 
+  /** Closes idle connections to a node no longer the primary and asks for kept ones back. */
+  sweep(): void {
+    for (const { pool } of this.pools.values()) pool.sweep()
+  }
+
   close(): void {
     for (const { pool } of this.pools.values()) pool.close()
     this.pools.clear()
   }
+}
+
+const noPrimaryInTime = ({ waitTimeoutMs }: Config['pool']) =>
+  new PgError(
+    '08006',
+    `no upstream primary to connect to within ${waitTimeoutMs} ms (pool.waitTimeoutMs)`,
+  )
+
+/**
+ * A server connection to `node`. Following a primary, it is refused (08006, so that the primary
+ * is checked again) when the node says at login that it is a standby (PostgreSQL 14+ reports
+ * in_hot_standby): a promotion or demotion the checks have yet to see.
+ */
+async function openOnPrimary(
+  node: UpstreamNode,
+  user: string,
+  database: string,
+  credentials: UpstreamCredentials,
+  nativeTls: boolean,
+  upstream: Upstream,
+): Promise<ServerConnection> {
+  const connection = await ServerConnection.open(node, user, database, credentials, nativeTls)
+  const standby = upstream.following && connection.parameters.get('in_hot_standby') === 'on'
+  if (connection.alive && !standby) return connection
+  connection.destroy()
+  upstream.suspect(node)
+  throw new PgError('08006', `upstream server ${node.name} is not the primary`)
 }

@@ -224,10 +224,14 @@ export class Pool {
     return Date.now() - connection.createdAt >= this.config.maxLifetimeMs
   }
 
-  /** Closes connections idle too long or too old, then opens up to minIdle. */
-  private sweep(): void {
+  /**
+   * Closes connections idle too long, too old or to a node no longer the primary (asks for kept
+   * ones back), then opens up to minIdle.
+   */
+  sweep(): void {
     const now = Date.now()
-    for (const [connection, giveBack] of [...this.kept]) if (this.expired(connection)) giveBack()
+    for (const [connection, giveBack] of [...this.kept])
+      if (this.expired(connection) || !connection.alive) giveBack()
     for (let i = this.idle.length - 1; i >= 0; i--) {
       const connection = this.idle[i]!
       const stale = now - connection.idleSince >= this.config.idleTimeoutMs

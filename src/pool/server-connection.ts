@@ -1,5 +1,4 @@
 import type { UpstreamCredentials } from '../auth/client-authenticator.js'
-import type { Config } from '../config/schema.js'
 import {
   connectUpstream,
   type ServerBytesHandler,
@@ -11,6 +10,7 @@ import { MessageQueue, typedMessageLength } from '../wire/message-queue.js'
 import { query, typedMessage } from '../wire/messages.js'
 import { decodeParameterStatus } from '../wire/parameter-status.js'
 import { Backend } from '../wire/protocol.js'
+import type { UpstreamNode } from '../upstream/upstream-node.js'
 
 /** Server messages pgfence reads while it drives a connection itself are small. */
 const MAX_DRIVEN_MESSAGE = 1024 * 1024
@@ -40,7 +40,11 @@ export class ServerConnection {
   private onClose: (() => void) | null = null
   private queue = new MessageQueue(typedMessageLength(MAX_DRIVEN_MESSAGE))
 
-  private constructor(readonly socket: UpstreamSocket) {
+  private constructor(
+    readonly socket: UpstreamSocket,
+    /** The node it is connected to: lent only while that node is the primary. */
+    readonly node: UpstreamNode,
+  ) {
     this.receiver = this.toQueue
     socket.on('close', () => {
       this.queue.fail(new PgError('08006', 'server closed the connection'))
@@ -50,17 +54,18 @@ export class ServerConnection {
   }
 
   static async open(
-    upstream: Config['upstream'],
+    node: UpstreamNode,
     user: string,
     database: string,
     credentials: UpstreamCredentials,
     nativeTls = false,
   ): Promise<ServerConnection> {
+    const upstream = node.config
     const box: { connection?: ServerConnection } = {}
     const socket = await connectUpstream(upstream, (chunk) => box.connection!.receiver(chunk), {
       nativeTls,
     })
-    const connection = (box.connection = new ServerConnection(socket))
+    const connection = (box.connection = new ServerConnection(socket, node))
     const timer = setTimeout(() => socket.destroy(), upstream.connectTimeoutMs)
     try {
       const identity = await loginUpstream(connection.conversation(), user, database, credentials)
@@ -76,7 +81,7 @@ export class ServerConnection {
   }
 
   get alive(): boolean {
-    return !this.socket.destroyed && this.socket.readyState === 'open'
+    return this.node.primary && !this.socket.destroyed && this.socket.readyState === 'open'
   }
 
   /** Hands the server's bytes to a client's session, and tells it if the server closes. */

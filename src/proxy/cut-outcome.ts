@@ -2,7 +2,8 @@ import { PgError } from '../wire/error-response.js'
 import type { RequestProgress } from './request-progress.js'
 
 /** Why pgfence ends a session itself. */
-export type CutReason = 'shutdown' | 'queryTimeout' | 'idleTransactionTimeout' | 'upstreamLost'
+export type CutReason =
+  'shutdown' | 'queryTimeout' | 'idleTransactionTimeout' | 'upstreamLost' | 'failover'
 
 const ROLLED_BACK = 'pgfence ended the session; its transaction was rolled back'
 
@@ -19,6 +20,14 @@ const notCommitted: Record<CutReason, () => PgError> = {
       ROLLED_BACK,
     ),
   upstreamLost: () => new PgError('08006', 'server closed the connection unexpectedly'),
+  failover: () =>
+    new PgError(
+      '08006',
+      'terminating connection: the upstream server is no longer the primary',
+      'FATAL',
+      ROLLED_BACK,
+      'reconnect: pgfence connects to the new primary',
+    ),
 }
 
 const why: Record<CutReason, string> = {
@@ -26,6 +35,7 @@ const why: Record<CutReason, string> = {
   queryTimeout: 'the server did not answer within limits.queryTimeoutMs',
   idleTransactionTimeout: 'idle in transaction too long',
   upstreamLost: 'the connection to the server was lost',
+  failover: 'the upstream server stopped being the primary',
 }
 
 /**

@@ -21,6 +21,9 @@ import { ProxyMetrics } from '../admin/metrics.js'
 import { startAdminHttp, type AdminHttpServer } from '../admin/http-server.js'
 import { CONSOLE_DATABASE, consoleLogin, openConsole } from '../admin/console-session.js'
 import { upstreamAccepts } from '../server/upstream-probe.js'
+import { connectToPrimary, followUpstream } from '../upstream/primary-tracker.js'
+import type { UpstreamNode } from '../upstream/upstream-node.js'
+import { followFailovers } from './failover.js'
 import { ChurnCollector } from './churn-collector.js'
 import { createPooling } from './pooling.js'
 import { serverStates } from './pool-view.js'
@@ -77,6 +80,9 @@ export async function startProxy(
   let nextId = 0
   let draining = false
   const pools = () => pooling?.pools.stats() ?? null
+  const upstream = followUpstream(config.upstream)
+  /** Cancel requests and console logins go to the primary (the first node while none is known). */
+  const primaryConfig = () => (upstream.current() ?? upstream.nodes[0]!).config
   const metrics = new ProxyMetrics(
     {
       clientConnections: () => registry.clientConnections(),
@@ -85,13 +91,15 @@ export async function startProxy(
       transactions: () => registry.transactions(),
       rewriteCacheLookups: () => live.cacheLookups(),
       pools: () => pools() ?? [],
+      upstreamNodes: () => upstream.nodes,
     },
     Boolean(config.admin?.listen),
   )
   const commands = consoleCommands(registry, live, metrics, pools)
-  const pooling = createPooling(config, logger, (database, user) =>
+  const pooling = createPooling(config, upstream, logger, (database, user) =>
     metrics.poolObserver(database, user),
   )
+  followFailovers(upstream, registry, pooling?.pools ?? null, metrics, logger)
 
   async function serve(accepted: ClientConnection, log: Logger): Promise<void> {
     const raw = accepted.socket
@@ -113,7 +121,7 @@ export async function startProxy(
         clearTimeout(startupTimer)
         raw.destroy()
         const request = pooling ? pooling.cancelKeys.translate(handshake.bytes) : handshake.bytes
-        return request ? forwardCancel(config.upstream, request) : undefined
+        return request ? forwardCancel(primaryConfig(), request) : undefined
       }
       if (connections.size > live.config.limits.maxClientConnections) {
         throw new PgError('53300', 'sorry, too many clients already')
@@ -122,7 +130,7 @@ export async function startProxy(
       const params = handshake.packet.params
       if (params.get('database') === CONSOLE_DATABASE) {
         const users = live.config.admin?.users ?? []
-        const login = consoleLogin(config.upstream, pooling?.credentials ?? null)
+        const login = consoleLogin(primaryConfig(), pooling?.credentials ?? null)
         return await openConsole(login, handshake, users, commands, {
           onOpen: () => {
             clearTimeout(startupTimer)
@@ -138,7 +146,7 @@ export async function startProxy(
         ? null
         : () => live.settings.current.nameChecks?.loginQuery(database) ?? null
       const sessionSettings = settingsForDatabase(live.settings, database)
-      const track = (session: RegisteredSession): void => {
+      const track = (session: RegisteredSession, serverNode: () => UpstreamNode | null): void => {
         void session.closed.then(() => {
           clearTimeout(startupTimer)
           login?.done()
@@ -150,6 +158,7 @@ export async function startProxy(
           database,
           peer: peerOf(raw),
           connectedAt: new Date(),
+          serverNode,
         })
         if (draining) session.closeWhenIdle(SHUTDOWN)
       }
@@ -166,8 +175,10 @@ export async function startProxy(
             logger: sessionLog,
             onRejection: (code, table) => metrics.rejection(code, table),
             nativeRelay,
-            cancelBackend: (key) => cancelBackend(config.upstream, key),
+            cancelBackend: (key) =>
+              cancelBackend(pooled.held.server?.node.config ?? primaryConfig(), key),
           }),
+          () => pooled.held.server?.node ?? null,
         )
       }
       if (pooling) {
@@ -182,27 +193,32 @@ export async function startProxy(
           keepChannelBinding: false,
           nativeRelay,
           loginDeadline: new AbortController().signal,
-          cancelBackend: (key) => cancelBackend(config.upstream, key),
+          cancelBackend: (key) => cancelBackend(pooled.server.node.config, key),
           onRejection: (code, table) => metrics.rejection(code, table),
           pooled: lendServer(pooled, pooling),
           startupParams: params,
         })
-        track(session)
+        track(session, () => pooled.server.node)
         return session.startPooled(pooled.leftover)
       }
       // The server speaks only after the startup packet, which the session sends.
       const relay: { session?: ProxySession } = {}
       login = new UpstreamLogin(config.upstream)
-      const upstream = await connectUpstream(
-        config.upstream,
-        (chunk) => relay.session!.fromServer(chunk),
-        { keepalive: config.tcpKeepalive, deadline: login.deadline, nativeTls: nativeRelay },
-      ).catch((err: unknown) => {
-        metrics.upstreamConnectFailed()
-        throw err
+      const deadline = login.deadline
+      let node = upstream.nodes[0]!
+      const server = await connectToPrimary(upstream, deadline, (primary) => {
+        node = primary
+        return connectUpstream(primary.config, (chunk) => relay.session!.fromServer(chunk), {
+          keepalive: config.tcpKeepalive,
+          deadline,
+          nativeTls: nativeRelay,
+        }).catch((err: unknown) => {
+          metrics.upstreamConnectFailed()
+          throw err
+        })
       })
-      if (raw.destroyed) return void upstream.destroy()
-      const session = (relay.session = new ProxySession(handshake.connection, upstream, {
+      if (raw.destroyed) return void server.destroy()
+      const session = (relay.session = new ProxySession(handshake.connection, server, {
         settings: sessionSettings,
         loginQuery: nameCheck,
         logger: sessionLog,
@@ -210,14 +226,14 @@ export async function startProxy(
           clearTimeout(startupTimer)
           login?.done()
         },
-        keepChannelBinding: sameCertificate(handshake.connection.socket, upstream, ownTls),
+        keepChannelBinding: sameCertificate(handshake.connection.socket, server, ownTls),
         nativeRelay,
         loginDeadline: login.deadline,
-        cancelBackend: (key) => cancelBackend(config.upstream, key),
+        cancelBackend: (key) => cancelBackend(node.config, key),
         onRejection: (code, table) => metrics.rejection(code, table),
         startupParams: params,
       }))
-      track(session)
+      track(session, () => node)
       session.start(handshake.packet.bytes, handshake.leftover)
       sessionLog.debug('session started')
     } catch (err) {
@@ -253,7 +269,10 @@ export async function startProxy(
       metrics,
       {
         serving: () => !draining,
-        upstreamReachable: () => upstreamAccepts(config.upstream),
+        upstreamReachable: async () => {
+          const primary = upstream.current()
+          return primary !== null && (await upstreamAccepts(primary.config))
+        },
       },
       logger,
     ))
@@ -277,6 +296,7 @@ export async function startProxy(
         logger,
       )
       pooling?.pools.close()
+      upstream.close()
       await admin?.close()
     },
   }

@@ -3,6 +3,7 @@ import type { ConsoleTable } from '../admin/console.js'
 import type { PgError } from '../wire/error-response.js'
 import type { SessionState } from './session.js'
 import type { TimedSession } from './session-timeouts.js'
+import type { UpstreamNode } from '../upstream/upstream-node.js'
 
 /** What metrics, the console, timeouts, reloads and shutdown need of a session of any mode. */
 export interface RegisteredSession extends TimedSession {
@@ -21,6 +22,8 @@ export interface SessionEntry {
   /** The client's address, or the Unix socket path. */
   peer: string
   connectedAt: Date
+  /** The node of the server connection the session holds now (null: none held). */
+  serverNode(): UpstreamNode | null
 }
 
 /**
@@ -92,7 +95,7 @@ export class SessionRegistry {
 
   serverRows(): ConsoleTable {
     return {
-      columns: ['id', 'user', 'database', 'state', 'client_id', 'connect_time'],
+      columns: ['id', 'user', 'database', 'state', 'client_id', 'connect_time', 'host'],
       rows: [...this.sessions].map(([session, entry]) => [
         entry.id,
         entry.user,
@@ -100,8 +103,14 @@ export class SessionRegistry {
         session.state().ready ? 'active' : 'login',
         entry.id,
         entry.connectedAt.toISOString(),
+        entry.serverNode()?.name ?? null,
       ]),
     }
+  }
+
+  /** The sessions whose server connection is on `node`. */
+  *on(node: UpstreamNode): Iterable<RegisteredSession> {
+    for (const [session, entry] of this.sessions) if (entry.serverNode() === node) yield session
   }
 
   /** Client sessions per (database, user), keyed by poolKey. */

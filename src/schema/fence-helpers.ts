@@ -8,6 +8,7 @@ import {
   tokenRequiredMessage,
 } from '../rewrite/token-refusals.js'
 import { quoteLiteral } from '../rewrite/sql-text.js'
+import { EPOCH_TAG } from './token-source.js'
 
 /**
  * The PL/pgSQL helpers that the fence triggers, the resource gates and the proxy's own
@@ -72,6 +73,9 @@ BEGIN
       pg_catalog.format(${quoteLiteral(invalidTokenDetail('%s'))}, CASE WHEN comment_token = '-'
         THEN ${quoteLiteral(invalidCommentToken)} ELSE pg_catalog.quote_literal(raw) END),
       ${quoteLiteral(invalidTokenHint)}, rel, col);
+  END IF;
+  IF raw::bigint >= ${EPOCH_TAG} THEN
+    PERFORM pgfence.epoch_check(raw::bigint, rel, col);
   END IF;
   RETURN raw::bigint;
 END

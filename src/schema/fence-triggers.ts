@@ -1,6 +1,7 @@
 import { statementTokenPrefix } from '../rewrite/statement-marker.js'
 import { defaultTokenSetting } from '../config/schema.js'
 import { quoteLiteral } from '../rewrite/sql-text.js'
+import { EPOCH_TAG } from './token-source.js'
 
 /** The role whose members (and superusers) may write fenced tables with maintenance on. */
 export const maintenanceRole = 'pgfence_maintenance'
@@ -141,7 +142,8 @@ $fn$;
 -- condition of built-ins each, and any other row goes to check_row:
 -- - the token is the column's new value, as its text, with maintenance never set in the session:
 --   the same token again (the column left as it was), or the one pgfence's rewrite of an UPDATE
---   with a comment token sets the column to. No digit check, cast or assignment;
+--   with a comment token sets the column to. No digit check, cast or assignment; not for a token
+--   of next_token() (19 digits, from EPOCH_TAG up), whose timeline parse_token checks;
 -- - a token of up to 18 digits, no lower than the committed one, the column left to pgfence,
 --   maintenance off: the column is set to it.
 -- PL/pgSQL keeps the function compiled for the session but sets each expression up again in
@@ -163,7 +165,8 @@ BEGIN
   -- Before the TG_OP test, which costs as much: outside an UPDATE, NEW or OLD is NULL.
   IF %5$s AND NEW.%2$I >= OLD.%2$I THEN
     token := ${rowTokenSql('%4$L')};
-    IF token = NEW.%2$I::text AND pg_catalog.current_setting('pgfence.maintenance', true) IS NULL THEN
+    IF token = NEW.%2$I::text AND NEW.%2$I < ${EPOCH_TAG}
+       AND pg_catalog.current_setting('pgfence.maintenance', true) IS NULL THEN
       RETURN NEW;
     END IF;
     IF (CASE WHEN NEW.%2$I = OLD.%2$I AND ${usualTokenSql} THEN token::bigint >= OLD.%2$I

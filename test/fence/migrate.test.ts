@@ -6,6 +6,7 @@ import { DataTypes, Sequelize } from 'sequelize'
 import { afterAll, beforeAll, expect, test, vi } from 'vitest'
 import { run as explain } from '../../src/cli/explain.js'
 import { run as migrate } from '../../src/cli/migrate.js'
+import { capture } from '../support/capture.js'
 import {
   createTestDatabase,
   maintenanceSession,
@@ -41,24 +42,6 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true })
 })
 
-/** Runs a command with stdout and stderr captured. */
-async function capture(
-  command: () => Promise<number>,
-): Promise<{ code: number; out: string; err: string }> {
-  const written = { out: '', err: '' }
-  const spies = (['out', 'err'] as const).map((stream) =>
-    vi.spyOn(process[`std${stream}`], 'write').mockImplementation((chunk) => {
-      written[stream] += String(chunk)
-      return true
-    }),
-  )
-  try {
-    return { code: await command(), ...written }
-  } finally {
-    for (const spy of spies) spy.mockRestore()
-  }
-}
-
 /** A config file of its own in the test's directory. */
 function configWith(name: string, yaml: string): string {
   const file = join(dir, `${name}.yaml`)
@@ -80,7 +63,10 @@ test('migrate adds missing fence columns and the helpers, idempotently and concu
   const args = ['--config', configFile, '--database-url', db.url]
   const runs = await Promise.all([capture(() => migrate(args)), capture(() => migrate(args))])
   expect(runs.map((r) => r.code)).toEqual([0, 0])
-  expect((await capture(() => migrate(args))).code).toBe(0)
+  const again = await capture(() => migrate(args))
+  expect(again.code).toBe(0)
+  // The test server streams to no standby.
+  expect(again.out).toContain('pgfence migrate: replication: none: ')
   const columns = await admin.query(`
     SELECT table_schema, table_name, column_name, data_type, is_nullable, column_default
       FROM information_schema.columns
@@ -268,19 +254,35 @@ test('--token-start moves the token sequence up, never down; --dry-run prints it
   const args = ['--config', configFile, '--database-url', db.url]
   const next = async () =>
     BigInt((await admin.query('SELECT pgfence.next_token() AS token')).rows[0].token)
-  const moved = await capture(() => migrate([...args, '--token-start', '500']))
-  expect(moved.out).toBe(
-    'pgfence migrate: token sequence moved: the next token is 501 (none was issued before)\npgfence migrate: database is ready\n',
+  // next_token()'s tokens start above 2^62 + timeline × 2^40: a lower N is below them already.
+  const { base } = (
+    await admin.query('SELECT (2^62)::numeric + pgfence.timeline() * (2^40)::numeric AS base')
+  ).rows[0]
+  const low = await capture(() => migrate([...args, '--token-start', '500']))
+  expect(low.out).toContain(
+    `pgfence migrate: token sequence left as it is: the next token, ${BigInt(base) + 1n}, is above 500 already\n`,
   )
-  expect(await next()).toBe(501n)
-  const kept = await capture(() => migrate([...args, '--token-start', '100']))
+  const start = BigInt(base) + 500n
+  const moved = await capture(() => migrate([...args, '--token-start', String(start)]))
+  expect(moved.out).toContain(
+    `pgfence migrate: token sequence moved: the next token is ${start + 1n} (none was issued before)\n`,
+  )
+  expect(await next()).toBe(start + 1n)
+  const kept = await capture(() => migrate([...args, '--token-start', String(start - 100n)]))
   expect(kept.out).toContain(
-    'pgfence migrate: token sequence left as it is: it is already past 100 (the last issued token is 501)\n',
+    `pgfence migrate: token sequence left as it is: the next token, ${start + 2n}, is above ${start - 100n} already\n`,
   )
-  expect(await next()).toBe(502n)
+  expect(await next()).toBe(start + 2n)
   const dry = await capture(() => migrate([...args, '--dry-run', '--token-start', '900']))
-  expect(dry.out).toMatch(/\nCOMMIT;\nBEGIN;\n.*pg_catalog\.setval\('pgfence\.token_seq', 900\)/s)
-  expect(await next()).toBe(503n)
+  expect(dry.out).toMatch(
+    /\nCOMMIT;\nBEGIN;\n.*900 - \(.*pg_catalog\.setval\('pgfence\.token_seq', seq\)/s,
+  )
+  expect(await next()).toBe(start + 3n)
+  const beyond = await capture(() =>
+    migrate([...args, '--token-start', String(BigInt(base) + 2n ** 40n)]),
+  )
+  expect(beyond.code).toBe(1)
+  expect(beyond.err).toContain('is above the tokens of this timeline')
   for (const bad of ['-1', '1.5', '9223372036854775807']) {
     expect((await capture(() => migrate([...args, '--token-start', bad]))).code).toBe(2)
   }

@@ -169,10 +169,13 @@ describe('LeaseManager', () => {
     try {
       const client = new pg.Client({ connectionString: big.url })
       await client.connect()
-      await client.query("SELECT setval('pgfence.token_seq', 9007199254740993)")
+      // Every token carries its timeline above 2^62 (src/schema/token-source.ts).
+      await client.query("SELECT setval('pgfence.token_seq', 9007199254)")
+      const { rows } = await client.query('SELECT pgfence.timeline()::text AS timeline')
       await client.end()
       const lease = await managers.create({ tokenSource: big.url, ttlMs: 10_000 }).acquire('big')
-      expect(lease.token).toBe(9007199254740994n)
+      expect(lease.token).toBe(2n ** 62n + BigInt(rows[0].timeline) * 2n ** 40n + 9007199255n)
+      expect(lease.token > 2n ** 53n).toBe(true)
       await lease.release()
     } finally {
       await big.drop()

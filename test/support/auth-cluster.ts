@@ -36,7 +36,7 @@ host all postgres 127.0.0.1/32 trust
 const runningAsRoot = process.getuid?.() === 0
 
 /** initdb and postgres refuse to run as root, so as root they run as the OS user postgres. */
-async function runAsClusterOwner(binary: string, args: string[]): Promise<void> {
+export async function runAsClusterOwner(binary: string, args: string[]): Promise<void> {
   const [command, fullArgs] = runningAsRoot
     ? ['runuser', ['-u', 'postgres', '--', pgBin(binary), ...args]]
     : [pgBin(binary), args]
@@ -80,7 +80,7 @@ async function postgresOsIds(): Promise<OsIds> {
 }
 
 /** The server reads its directory, certificate and key as the OS user it runs as. */
-async function giveToClusterOwner(paths: string[]): Promise<void> {
+export async function giveToClusterOwner(paths: string[]): Promise<void> {
   if (!runningAsRoot) return
   const { uid, gid } = await postgresOsIds()
   for (const path of paths) chownSync(path, uid, gid)

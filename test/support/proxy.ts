@@ -97,11 +97,10 @@ export async function startTestProxy(
     ...pooled.overrides,
     ...overrides,
     listen: { host: '127.0.0.1', port: 0, ...overrides.listen },
-    upstream: {
-      host: upstream.hostname,
-      port: Number(upstream.port || 5432),
-      ...overrides.upstream,
-    },
+    // A suite that lists upstream.hosts names its nodes itself.
+    upstream: overrides.upstream?.hosts
+      ? overrides.upstream
+      : { host: upstream.hostname, port: Number(upstream.port || 5432), ...overrides.upstream },
     // Short, so that a test which leaves a session open does not hold up its file for long.
     limits: { shutdownTimeoutMs: 2000, ...overrides.limits },
     log: { level: (process.env.PGFENCE_TEST_LOG_LEVEL ?? 'silent') as LogLevel, ...overrides.log },
