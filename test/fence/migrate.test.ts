@@ -42,6 +42,12 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true })
 })
 
+/** migrate, its output without the replication line (tested on its own below). */
+const migrated = async (args: string[]) => {
+  const result = await capture(() => migrate(args))
+  return { ...result, out: result.out.replace(/^pgfence migrate: replication: .*\n/m, '') }
+}
+
 /** A config file of its own in the test's directory. */
 function configWith(name: string, yaml: string): string {
   const file = join(dir, `${name}.yaml`)
@@ -61,7 +67,7 @@ const columnOf = async (table: string, column = 'fencing_token') =>
 
 test('migrate adds missing fence columns and the helpers, idempotently and concurrently', async () => {
   const args = ['--config', configFile, '--database-url', db.url]
-  const runs = await Promise.all([capture(() => migrate(args)), capture(() => migrate(args))])
+  const runs = await Promise.all([migrated(args), migrated(args)])
   expect(runs.map((r) => r.code)).toEqual([0, 0])
   const again = await capture(() => migrate(args))
   expect(again.code).toBe(0)
@@ -106,7 +112,7 @@ test('migrate adds missing fence columns and the helpers, idempotently and concu
 })
 
 test('migrate --dry-run prints the SQL without a database; bad arguments exit 2', async () => {
-  const dry = await capture(() => migrate(['--config', configFile, '--dry-run']))
+  const dry = await migrated(['--config', configFile, '--dry-run'])
   expect(dry.code).toBe(0)
   expect(dry.out).toMatch(/^BEGIN;/)
   expect(dry.out).toContain(
@@ -157,12 +163,12 @@ test('a fence column Sequelize created (nullable, no default) gets DEFAULT 0 and
   })
   const args = ['--config', configWith('sequelize', 'fencing:\n  tables:\n    - name: Invoices\n')]
   args.push('--database-url', db.url)
-  const dry = await capture(() => migrate([...args, '--dry-run']))
+  const dry = await migrated([...args, '--dry-run'])
   expect(dry.out).toContain(
     'ALTER TABLE "public"."Invoices" ALTER COLUMN "fencing_token" SET DEFAULT 0, ALTER COLUMN "fencing_token" SET NOT NULL;\nSELECT pgfence.fence_table(\'"public"."Invoices"\'::regclass',
   )
   expect(await columnOf('Invoices')).toMatchObject({ is_nullable: 'YES' })
-  expect(await capture(() => migrate(args))).toEqual({
+  expect(await migrated(args)).toEqual({
     code: 0,
     out: 'pgfence migrate: Invoices.fencing_token: set DEFAULT 0, NOT NULL\npgfence migrate: database is ready\n',
     err: '',
@@ -172,7 +178,7 @@ test('a fence column Sequelize created (nullable, no default) gets DEFAULT 0 and
     is_nullable: 'NO',
     column_default: '0',
   })
-  expect((await capture(() => migrate(args))).out).toBe('pgfence migrate: database is ready\n')
+  expect((await migrated(args)).out).toBe('pgfence migrate: database is ready\n')
   // The INSERT Sequelize sends leaves the column out: its default is what the trigger sees.
   const proxy = await startTestProxy({ fencing: { tables: [{ name: 'Invoices' }] } }, db.url)
   const sequelize = new Sequelize(proxy.url(), { logging: false, pool: { max: 1 } })
@@ -197,7 +203,7 @@ test('NULLs in an existing fence column: migrate refuses, and the fix it names w
   )
   const args = ['--config', configWith('payments', 'fencing:\n  tables:\n    - name: payments\n')]
   args.push('--database-url', db.url)
-  const refused = await capture(() => migrate(args))
+  const refused = await migrated(args)
   expect(refused.code).toBe(1)
   expect(refused.err).toMatch(
     /^pgfence migrate: fence column payments\.fencing_token is NULL in 2 rows, so it cannot be made NOT NULL: .*\npgfence migrate: nothing was changed\n$/,
@@ -208,7 +214,7 @@ test('NULLs in an existing fence column: migrate refuses, and the fix it names w
     'SET pgfence.maintenance = on; UPDATE "public"."payments" SET "fencing_token" = 0 WHERE "fencing_token" IS NULL',
   )
   await queryOnce(db.url, fix)
-  const fixed = await capture(() => migrate(args))
+  const fixed = await migrated(args)
   expect(fixed.out).toContain('pgfence migrate: payments.fencing_token: set DEFAULT 0, NOT NULL\n')
 
   // Once fenced, the fence trigger lets the same fix through only under maintenance.
@@ -216,12 +222,12 @@ test('NULLs in an existing fence column: migrate refuses, and the fix it names w
     'ALTER TABLE payments ALTER COLUMN fencing_token DROP NOT NULL; ' +
       'UPDATE payments SET fencing_token = NULL WHERE id = 1',
   )
-  const again = await capture(() => migrate(args))
+  const again = await migrated(args)
   expect(again.code).toBe(1)
   expect(again.err).toContain('payments.fencing_token is NULL in 1 row,')
   expect(await sqlstateOf(queryOnce(db.url, fix.replace(/^SET [^;]*; /, '')))).toBe('PF428')
   await queryOnce(db.url, fix)
-  expect((await capture(() => migrate(args))).out).toBe(
+  expect((await migrated(args)).out).toBe(
     'pgfence migrate: payments.fencing_token: set NOT NULL\npgfence migrate: database is ready\n',
   )
   const { rows } = await admin.query('SELECT id, fencing_token FROM payments ORDER BY id')
@@ -236,7 +242,7 @@ test('a fence column of another type is refused, with the ALTER that makes it bi
   await admin.query('CREATE TABLE receipts (id int, fencing_token integer NOT NULL DEFAULT 0)')
   const args = ['--config', configWith('receipts', 'fencing:\n  tables:\n    - name: receipts\n')]
   args.push('--database-url', db.url)
-  const refused = await capture(() => migrate(args))
+  const refused = await migrated(args)
   expect(refused.code).toBe(1)
   const alter = 'ALTER TABLE "public"."receipts" ALTER COLUMN "fencing_token" TYPE bigint'
   expect(refused.err).toContain(
@@ -244,7 +250,7 @@ test('a fence column of another type is refused, with the ALTER that makes it bi
   )
   expect(await columnOf('receipts')).toMatchObject({ data_type: 'integer' })
   await admin.query(alter)
-  expect(await capture(() => migrate(args))).toMatchObject({
+  expect(await migrated(args)).toMatchObject({
     code: 0,
     out: 'pgfence migrate: database is ready\n',
   })
@@ -255,25 +261,27 @@ test('--token-start moves the token sequence up, never down; --dry-run prints it
   const next = async () =>
     BigInt((await admin.query('SELECT pgfence.next_token() AS token')).rows[0].token)
   // next_token()'s tokens start above 2^62 + timeline × 2^40: a lower N is below them already.
-  const { base } = (
-    await admin.query('SELECT (2^62)::numeric + pgfence.timeline() * (2^40)::numeric AS base')
-  ).rows[0]
-  const low = await capture(() => migrate([...args, '--token-start', '500']))
+  const base = (
+    await admin.query(
+      'SELECT power(2::numeric, 62) + pgfence.timeline() * power(2::numeric, 40) AS base',
+    )
+  ).rows[0].base.split('.')[0] as string
+  const low = await migrated([...args, '--token-start', '500'])
   expect(low.out).toContain(
     `pgfence migrate: token sequence left as it is: the next token, ${BigInt(base) + 1n}, is above 500 already\n`,
   )
   const start = BigInt(base) + 500n
-  const moved = await capture(() => migrate([...args, '--token-start', String(start)]))
+  const moved = await migrated([...args, '--token-start', String(start)])
   expect(moved.out).toContain(
     `pgfence migrate: token sequence moved: the next token is ${start + 1n} (none was issued before)\n`,
   )
   expect(await next()).toBe(start + 1n)
-  const kept = await capture(() => migrate([...args, '--token-start', String(start - 100n)]))
+  const kept = await migrated([...args, '--token-start', String(start - 100n)])
   expect(kept.out).toContain(
     `pgfence migrate: token sequence left as it is: the next token, ${start + 2n}, is above ${start - 100n} already\n`,
   )
   expect(await next()).toBe(start + 2n)
-  const dry = await capture(() => migrate([...args, '--dry-run', '--token-start', '900']))
+  const dry = await migrated([...args, '--dry-run', '--token-start', '900'])
   expect(dry.out).toMatch(
     /\nCOMMIT;\nBEGIN;\n.*900 - \(.*pg_catalog\.setval\('pgfence\.token_seq', seq\)/s,
   )
@@ -284,6 +292,6 @@ test('--token-start moves the token sequence up, never down; --dry-run prints it
   expect(beyond.code).toBe(1)
   expect(beyond.err).toContain('is above the tokens of this timeline')
   for (const bad of ['-1', '1.5', '9223372036854775807']) {
-    expect((await capture(() => migrate([...args, '--token-start', bad]))).code).toBe(2)
+    expect((await migrated([...args, '--token-start', bad])).code).toBe(2)
   }
 })
