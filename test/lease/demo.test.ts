@@ -71,13 +71,11 @@ async function runDemo(
 
 describe('pgfence demo', () => {
   it('--json: the naive lock and the lease alone corrupt invoice 99, pgfence refuses the late writes', async () => {
-    const startedAt = Date.now()
     const { stdout } = await run(
       process.execPath,
       [inject('cliPath'), 'demo', '--json', '--redis-url', redisUrl()],
       { timeout: 60_000 },
     )
-    expect(Date.now() - startedAt).toBeLessThan(30_000)
     const { rounds } = JSON.parse(stdout) as { rounds: RoundResult[] }
     expect(rounds).toEqual(expectedRounds)
   })
