@@ -1,5 +1,5 @@
 import type { UpstreamCredentials } from '../auth/client-authenticator.js'
-import type { Config } from '../config/schema.js'
+import type { ConfigInForce } from '../config/schema.js'
 import type { Logger } from '../log.js'
 import { Pool, type PoolObserver, type PoolStats } from './pool.js'
 import { ServerConnection } from './server-connection.js'
@@ -20,7 +20,7 @@ export class PoolRegistry {
   private readonly pools = new Map<string, { database: string; user: string; pool: Pool }>()
 
   constructor(
-    private readonly config: Config,
+    private readonly live: ConfigInForce,
     private readonly log: Logger,
     private readonly observers: PoolObservers = () => unobserved,
   ) {}
@@ -29,12 +29,13 @@ export class PoolRegistry {
     const key = `${database}\0${user}`
     let entry = this.pools.get(key)
     if (!entry) {
+      const { live } = this
       // Session pools lend their connections to the native relay, which then owns their TLS.
-      const nativeTls = this.config.relay === 'native' && this.config.pool.mode === 'session'
+      const nativeTls = live.config.relay === 'native' && live.config.pool.mode === 'session'
       const open = (credentials: UpstreamCredentials) =>
-        ServerConnection.open(this.config.upstream, user, database, credentials, nativeTls)
+        ServerConnection.open(live.config, user, database, credentials, nativeTls)
       const log = this.log.child({ pool: `${user}@${database}` })
-      const pool = new Pool(this.config.pool, open, log, this.observers(database, user))
+      const pool = new Pool(() => live.config.pool, open, log, this.observers(database, user))
       entry = { database, user, pool }
       this.pools.set(key, entry)
     }
@@ -48,6 +49,11 @@ export class PoolRegistry {
       user,
       ...pool.stats(),
     }))
+  }
+
+  /** A reload changed pool settings: every pool follows them. */
+  reconfigure(): void {
+    for (const { pool } of this.pools.values()) pool.reconfigure()
   }
 
   close(): void {

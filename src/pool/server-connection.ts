@@ -49,8 +49,9 @@ export class ServerConnection {
     socket.on('error', () => {})
   }
 
+  /** Logs in to `config.upstream`, with `config.tcpKeepalive` (those in force now). */
   static async open(
-    upstream: Config['upstream'],
+    { upstream, tcpKeepalive }: Pick<Config, 'upstream' | 'tcpKeepalive'>,
     user: string,
     database: string,
     credentials: UpstreamCredentials,
@@ -59,6 +60,7 @@ export class ServerConnection {
     const box: { connection?: ServerConnection } = {}
     const socket = await connectUpstream(upstream, (chunk) => box.connection!.receiver(chunk), {
       nativeTls,
+      keepalive: tcpKeepalive,
     })
     const connection = (box.connection = new ServerConnection(socket))
     const timer = setTimeout(() => socket.destroy(), upstream.connectTimeoutMs)

@@ -132,12 +132,12 @@ export class KeptConnectionRelay {
   }
 
   private settings(): NativeRelaySettings {
-    const { rewriter, limits } = this.options.live.current
+    const { rewriter, config } = this.options.live.current
     // Under maintenance every Query, Parse and Bind comes to JavaScript, to be logged.
     const maintenance = this.options.maintenance.on
     const fencing = rewriter ? asciiOnly(rewriter.prefilterNeedles) : []
     return {
-      maxMessageBytes: limits.maxMessageBytes,
+      maxMessageBytes: config.limits.maxMessageBytes,
       interceptTypes: maintenance ? 'QPCXB' : 'QPCX',
       statementNeedles: fencing && !maintenance ? [...RULE_WORDS, ...fencing] : undefined,
     }

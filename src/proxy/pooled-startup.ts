@@ -18,6 +18,7 @@ import { backendKeyData, parameterStatus, readyForQuery } from '../wire/messages
 const MAX_AUTH_MESSAGE = 10000
 
 export interface PoolingContext {
+  /** Replaced by a reload. */
   credentials: CredentialSource
   pools: PoolRegistry
   cancelKeys: CancelKeys

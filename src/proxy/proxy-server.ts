@@ -4,7 +4,7 @@ import { createLogger, type Logger } from '../log.js'
 import { runStartupHandshake } from '../client/startup-handshake.js'
 import { acceptClients, type ClientConnection } from '../client/client-connection.js'
 import { connectUpstream } from '../server/upstream-connector.js'
-import { cancelBackend, forwardCancel } from '../server/cancel-forwarder.js'
+import { cancelBackend, forwardCancel, type BackendKey } from '../server/cancel-forwarder.js'
 import { applyKeepalive } from '../server/tcp-keepalive.js'
 import { UpstreamLogin } from '../server/upstream-login.js'
 import { PgError } from '../wire/error-response.js'
@@ -89,7 +89,7 @@ export async function startProxy(
     Boolean(config.admin?.listen),
   )
   const commands = consoleCommands(registry, live, metrics, pools)
-  const pooling = createPooling(config, logger, (database, user) =>
+  const pooling = createPooling(live, logger, (database, user) =>
     metrics.poolObserver(database, user),
   )
 
@@ -113,7 +113,7 @@ export async function startProxy(
         clearTimeout(startupTimer)
         raw.destroy()
         const request = pooling ? pooling.cancelKeys.translate(handshake.bytes) : handshake.bytes
-        return request ? forwardCancel(config.upstream, request) : undefined
+        return request ? forwardCancel(live.config.upstream, request) : undefined
       }
       if (connections.size > live.config.limits.maxClientConnections) {
         throw new PgError('53300', 'sorry, too many clients already')
@@ -122,7 +122,7 @@ export async function startProxy(
       const params = handshake.packet.params
       if (params.get('database') === CONSOLE_DATABASE) {
         const users = live.config.admin?.users ?? []
-        return await openConsole(config.upstream, handshake, users, commands, {
+        return await openConsole(live.config.upstream, handshake, users, commands, {
           onOpen: () => {
             clearTimeout(startupTimer)
             registry.consoles.add(raw)
@@ -153,19 +153,20 @@ export async function startProxy(
         if (draining) session.closeWhenIdle(SHUTDOWN)
       }
       const pooledStart = { nameCheck, fencing: () => sessionSettings.current.rewriter !== null }
-      if (pooling && config.pool.mode === 'transaction') {
+      const cancel = (key: BackendKey) => cancelBackend(live.config.upstream, key)
+      if (pooling && live.config.pool.mode === 'transaction') {
         const pooled = await startPooledClient(handshake.connection, params, pooling, {
           ...pooledStart,
           keepServer: false,
         })
         clearTimeout(startupTimer)
         return track(
-          startTransactionSession(handshake.connection, pooled, pooling, config, {
+          startTransactionSession(handshake.connection, pooled, pooling, {
             settings: sessionSettings,
             logger: sessionLog,
             onRejection: (code, table) => metrics.rejection(code, table),
             nativeRelay,
-            cancelBackend: (key) => cancelBackend(config.upstream, key),
+            cancelBackend: cancel,
           }),
         )
       }
@@ -181,7 +182,7 @@ export async function startProxy(
           keepChannelBinding: false,
           nativeRelay,
           loginDeadline: new AbortController().signal,
-          cancelBackend: (key) => cancelBackend(config.upstream, key),
+          cancelBackend: cancel,
           onRejection: (code, table) => metrics.rejection(code, table),
           pooled: lendServer(pooled, pooling),
           startupParams: params,
@@ -191,11 +192,11 @@ export async function startProxy(
       }
       // The server speaks only after the startup packet, which the session sends.
       const relay: { session?: ProxySession } = {}
-      login = new UpstreamLogin(config.upstream)
+      login = new UpstreamLogin(live.config.upstream)
       const upstream = await connectUpstream(
-        config.upstream,
+        live.config.upstream,
         (chunk) => relay.session!.fromServer(chunk),
-        { keepalive: config.tcpKeepalive, deadline: login.deadline, nativeTls: nativeRelay },
+        { keepalive: live.config.tcpKeepalive, deadline: login.deadline, nativeTls: nativeRelay },
       ).catch((err: unknown) => {
         metrics.upstreamConnectFailed()
         throw err
@@ -212,7 +213,7 @@ export async function startProxy(
         keepChannelBinding: sameCertificate(handshake.connection.socket, upstream, ownTls),
         nativeRelay,
         loginDeadline: login.deadline,
-        cancelBackend: (key) => cancelBackend(config.upstream, key),
+        cancelBackend: cancel,
         onRejection: (code, table) => metrics.rejection(code, table),
         startupParams: params,
       }))
@@ -231,7 +232,7 @@ export async function startProxy(
     // A client TLS layer reads from the socket itself, so its sockets keep Node's own reads.
     acceptClients(server, !ownTls, (connection) => {
       const raw = connection.socket
-      applyKeepalive(raw, config.tcpKeepalive)
+      applyKeepalive(raw, live.config.tcpKeepalive)
       const log = logger.child({ conn: ++nextId, peer: peerOf(raw) })
       connections.add(raw)
       raw.on('close', () => connections.delete(raw))
@@ -241,10 +242,10 @@ export async function startProxy(
   }
   // The sweep is armed only while a timeout is set: a reload may arm, change or stop it.
   let stopTimeouts = watchSessionTimeouts(registry, live.config.limits)
-  live.onReloaded = () => {
+  live.onReload((next) => () => {
     stopTimeouts()
-    stopTimeouts = watchSessionTimeouts(registry, live.config.limits)
-  }
+    stopTimeouts = watchSessionTimeouts(registry, next.limits)
+  })
   const admin: AdminHttpServer | undefined =
     config.admin?.listen &&
     (await startAdminHttp(
@@ -252,7 +253,7 @@ export async function startProxy(
       metrics,
       {
         serving: () => !draining,
-        upstreamReachable: () => upstreamAccepts(config.upstream),
+        upstreamReachable: () => upstreamAccepts(live.config.upstream),
       },
       logger,
     ))
