@@ -246,16 +246,20 @@ export async function startProxy(
     stopTimeouts()
     stopTimeouts = watchSessionTimeouts(registry, next.limits)
   })
+  const probes = {
+    serving: () => !draining,
+    upstreamReachable: () => upstreamAccepts(live.config.upstream),
+  }
   const admin: AdminHttpServer | undefined =
     config.admin?.listen &&
-    (await startAdminHttp(
-      config.admin.listen,
-      metrics,
-      {
-        serving: () => !draining,
-        upstreamReachable: () => upstreamAccepts(live.config.upstream),
+    (await startAdminHttp(config.admin.listen, metrics, probes, logger).catch(
+      async (err: unknown) => {
+        // Nothing may keep the process alive once starting failed (its port is in use).
+        stopTimeouts()
+        pooling?.pools.close()
+        await listeners.close()
+        throw err
       },
-      logger,
     ))
 
   return {
