@@ -31,8 +31,22 @@ export function parameterRefusal(message: Buffer): PgError | null {
 }
 
 /**
+ * What a fenced write meets in a database where `pgfence migrate` never ran, instead of the
+ * server's "schema pgfence does not exist" (the check at login logs the database once).
+ */
+const notMigrated = () =>
+  new PgError(
+    'PF501',
+    'pgfence migrate has not run in this database',
+    'ERROR',
+    'the database has no pgfence schema, whose functions fence the writes to the tables the config fences',
+    'run pgfence migrate',
+  )
+
+/**
  * A server ErrorResponse: a fencing rejection is counted, logged (info) and given back without
- * pgfence's own CONTEXT lines (the replacement returned); anything else passes as it is.
+ * pgfence's own CONTEXT lines (the replacement returned); a missing pgfence schema is said as
+ * the migrate it needs; anything else passes as it is.
  */
 export function onServerError(
   message: Buffer,
@@ -40,6 +54,8 @@ export function onServerError(
   logger: Logger,
   onRejection: OnRejection,
 ): Buffer | undefined {
+  // In the server's language: only its code and the schema's name are sure.
+  if (fields.code === '3F000' && fields.message?.includes('pgfence')) return notMigrated().encode()
   if (!fields.code?.startsWith('PF')) return undefined
   onRejection(fields.code, `${fields.schema ?? ''}.${fields.table ?? ''}`)
   const tokens = STALE_DETAIL.exec(fields.detail ?? '')

@@ -9,7 +9,7 @@ import {
   type ConfiguredName,
   type ResolvedTable,
 } from '../schema/resolve-tables.js'
-import { installedTriggersSql, ruleChanges } from '../schema/fence-trigger-status.js'
+import { installedTriggersSql, migratedSql, ruleChanges } from '../schema/fence-trigger-status.js'
 import { unfencedDescendant, unfencedDescendantsSql } from '../schema/unfenced-descendants.js'
 import type { UnresolvedName } from '../rewrite/tables.js'
 import { decodeQueryResult, splitResults, type QueryResult } from '../wire/query-result.js'
@@ -70,6 +70,7 @@ export class TableNameChecks {
       candidatesSql(this.names),
       unfencedDescendantsSql(fencing),
       installedTriggersSql(fencing),
+      migratedSql,
     ]
     this.sql = this.queries.filter(Boolean).join(';\n')
   }
@@ -102,14 +103,16 @@ export class TableNameChecks {
   private record(database: string, state: DatabaseNames, messages: Buffer[]): void {
     const none: QueryResult = { rows: [] }
     const results = splitResults(messages).map(decodeQueryResult)
-    const [names, descendants, installed] = this.queries.map((sql) =>
+    const [names, descendants, installed, migrated] = this.queries.map((sql) =>
       sql === null ? none : (results.shift() ?? none),
-    ) as [QueryResult, QueryResult, QueryResult]
-    const error = names.error ?? descendants.error ?? installed.error
+    ) as [QueryResult, QueryResult, QueryResult, QueryResult]
+    const error = names.error ?? descendants.error ?? installed.error ?? migrated.error
     if (error) {
       this.logger.warn({ database, err: error.message }, 'could not check fenced table names')
       return
     }
+    // Without the pgfence schema every fenced write fails (onServerError says why): one line.
+    if (migrated.rows[0]?.migrated === 'f') return this.report(database, state, [NOT_MIGRATED])
     const { tables, problems } = resolveNames(this.names, names.rows.map(candidateRow))
     const unfenced = descendants.rows.map((row) => unfencedDescendant(row, this.names))
     const columnless = tables.filter((t) => t.column !== undefined && !t.hasColumn)
@@ -129,10 +132,7 @@ export class TableNameChecks {
       ...refusedTables.map((table) => ({ table: table.text, message: describe(table) })),
       ...triggerReports,
     ]
-    for (const { table, message } of reports) {
-      if (!state.reported.has(message)) this.logger.error({ database, table }, message)
-    }
-    state.reported = new Set(reports.map((report) => report.message))
+    this.report(database, state, reports)
     const refused: UnresolvedName[] = [...problems.filter((p) => p.unresolved), ...refusedTables]
     const key = [...refused.map((name) => name.text), '', ...withTrigger].join('\0')
     if (key === state.key) return
@@ -140,6 +140,23 @@ export class TableNameChecks {
     const rewriter = new FencingRewriter(this.fencing, 4096, refused, withTrigger)
     state.fencing = { rewriter, queryCache: this.queryCacheFor(rewriter) }
   }
+
+  /** Logs each report at error, once while it stays. */
+  private report(
+    database: string,
+    state: DatabaseNames,
+    reports: { table?: string; message: string }[],
+  ): void {
+    for (const { table, message } of reports) {
+      if (!state.reported.has(message)) this.logger.error({ database, table }, message)
+    }
+    state.reported = new Set(reports.map((report) => report.message))
+  }
+}
+
+const NOT_MIGRATED = {
+  message:
+    'pgfence migrate has not run in this database (it has no pgfence schema): writes to its fenced tables fail; run pgfence migrate',
 }
 
 /** A configured table without its fence column (not migrated): writes to it are refused. */
