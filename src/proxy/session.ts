@@ -346,7 +346,7 @@ export class ProxySession {
       this.upstream,
       {
         ...this.nativeSettings(),
-        outstanding: this.requests.snapshot().outstanding,
+        progress: this.requests.snapshot(),
         onMessage: (message) => {
           const replacement = this.intercept(message)
           return replacement === message ? undefined : replacement
@@ -386,7 +386,9 @@ export class ProxySession {
 
   /** Takes both sockets back from the native relay, with the bytes it had not written yet. */
   private stopNative(): boolean {
-    this.nativeTransactions += this.native!.progress().transactions
+    const progress = this.native!.progress()
+    this.nativeTransactions += progress.transactions
+    this.requests.resume(progress)
     const { toClient, toServer, serverAtBoundary } = this.native!.stop()
     this.native = null
     if (toClient.length > 0) this.client.write(toClient)

@@ -120,6 +120,7 @@ export class TransactionSession {
       client: this.client,
       statements: this.statements,
       live: options.live,
+      requests: this.requests,
       maintenance: this.maintenance,
       fromClient: (message) => this.handedOver(message),
       fromServer: (message) => this.relayed(message),
