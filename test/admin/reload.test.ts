@@ -220,3 +220,41 @@ describe('a transaction pool whose token setting a reload changes', () => {
     expect(logs.filter((r) => String(r.msg).includes('not fenced'))).toEqual([])
   })
 })
+
+describe('auth.file', () => {
+  const logs: Record<string, unknown>[] = []
+  let proxy: TestProxy
+  let reload: (overrides: ConfigOverrides) => Promise<void>
+
+  beforeAll(async () => {
+    ;({ proxy, reload } = await startReloadable({ pool: { mode: 'session', size: 2 } }, logs))
+  })
+
+  afterAll(() => proxy?.close())
+
+  const login = async (password: string) => {
+    const url = proxy.url('postgres', db.name, password)
+    const client = new pg.Client({ connectionString: url })
+    return sqlstateOf(client.connect().finally(() => client.end()))
+  }
+
+  test('is read again: the next logins use the new passwords', async () => {
+    expect(await login(POOL_PASSWORD)).toBe('ok')
+    await reload({
+      pool: { mode: 'session', size: 2 },
+      auth: { file: writeUserlist(['"postgres" "rotated"']) },
+    })
+    expect(await login('rotated')).toBe('ok')
+    expect(await login(POOL_PASSWORD)).toBe('28P01')
+  })
+
+  test('an unreadable one refuses the reload, and the running list stays', async () => {
+    const missing = { auth: { file: scratchFile('missing-userlist.txt') } }
+    await expect(reload({ pool: { mode: 'session', size: 2 }, ...missing })).rejects.toThrow(
+      /cannot read auth.file/,
+    )
+    expect(await login('rotated')).toBe('ok')
+    const config = await showConfig(proxy)
+    expect(config.get('auth.file')).not.toBe(missing.auth.file)
+  })
+})
