@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util'
 import { loadConfigFile } from '../config/load.js'
 import { createLogger } from '../log.js'
 import { fencesNothing } from '../proxy/fencing.js'
-import { startProxy } from '../proxy/proxy-server.js'
+import { startProxy, type RunningProxy } from '../proxy/proxy-server.js'
 
 export const usage = `usage: pgfence start --config FILE
 
@@ -38,11 +38,15 @@ export async function run(argv: string[]): Promise<number> {
     process.on('SIGTERM', stop)
     process.on('SIGINT', stop)
   })
-  const proxy = await startProxy(config, {
-    logger,
-    configFile: values.config,
-    collectAfterChurn: true,
-  })
+  let proxy: RunningProxy
+  try {
+    proxy = await startProxy(config, { logger, configFile: values.config, collectAfterChurn: true })
+  } catch (err) {
+    const reason = listenFailure(err as ListenError)
+    if (reason === null) throw err
+    process.stderr.write(`pgfence start: ${reason}\n`)
+    return 1
+  }
   // A refused reload is logged by the proxy; the running configuration stays.
   const reload = () => void proxy.reload().catch(() => {})
   process.on('SIGHUP', reload)
@@ -51,4 +55,14 @@ export async function run(argv: string[]): Promise<number> {
   await proxy.close()
   logger.info('stopped')
   return 0
+}
+
+type ListenError = NodeJS.ErrnoException & { address?: string; port?: number }
+
+/** Why binding a listener failed, in one line naming the address; null for other errors. */
+function listenFailure(err: ListenError): string | null {
+  if (err.syscall !== 'listen') return null
+  const where = err.port === undefined ? err.address : `${err.address}:${err.port}`
+  const why = err.code === 'EADDRINUSE' ? 'already in use by another process' : err.message
+  return `cannot listen on ${where}: ${why}`
 }

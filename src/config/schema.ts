@@ -197,6 +197,11 @@ export const configSchema = z
 
 export type Config = z.infer<typeof configSchema>
 export type UpstreamConfig = Config['upstream']
+
+/** The config in force, read when used: a reload replaces it. */
+export interface ConfigInForce {
+  readonly config: Config
+}
 export type TcpKeepaliveConfig = z.infer<typeof tcpKeepalive>
 export type FencedTableConfig = z.infer<typeof fencedTable>
 export type AdminConfig = z.infer<typeof admin>

@@ -679,10 +679,38 @@ static void set_number(napi_env env, napi_value object, const char *name, double
   napi_set_named_property(env, object, name, value);
 }
 
-/* progress(): { outstanding, status, mayCommit, quietMs }: where the session's requests stand
- * (session-progress.h), for timeouts and for what to tell a client the proxy cuts off. */
+static int bool_named(napi_env env, napi_value object, const char *name) {
+  bool value = false;
+  napi_get_value_bool(env, get_named(env, object, name), &value);
+  return value;
+}
+
+/* Where the session's requests stood when the relay took it over ({ outstanding, status,
+ * mayCommit, namedCommit, unsynced }, as progress() gives them): it goes on from there. */
+static void carry_progress(napi_env env, napi_value carried, progress_t *p) {
+  int32_t outstanding = 0;
+  char status[2] = {'I', 0};
+  size_t len;
+  napi_get_value_int32(env, get_named(env, carried, "outstanding"), &outstanding);
+  napi_get_value_string_latin1(env, get_named(env, carried, "status"), status, sizeof status, &len);
+  p->outstanding = outstanding > 0 ? (uint32_t)outstanding : 0;
+  p->status = status[0] ? (uint8_t)status[0] : 'I';
+  p->may_commit = bool_named(env, carried, "mayCommit");
+  p->named_commit = bool_named(env, carried, "namedCommit");
+  p->unsynced = bool_named(env, carried, "unsynced");
+}
+
+static void set_bool(napi_env env, napi_value object, const char *name, int flag) {
+  napi_value value;
+  napi_get_boolean(env, flag, &value);
+  napi_set_named_property(env, object, name, value);
+}
+
+/* progress(): { outstanding, status, mayCommit, namedCommit, unsynced, quietMs, transactions }:
+ * where the session's requests stand (session-progress.h), for timeouts, for what to tell a
+ * client the proxy cuts off, and for the relay that carries the session on. */
 static napi_value js_progress(napi_env env, napi_callback_info info) {
-  napi_value self, result, flag;
+  napi_value self, result;
   relay_t *r;
   CHECK(napi_get_cb_info(env, info, NULL, NULL, &self, NULL));
   CHECK(napi_unwrap(env, self, (void **)&r));
@@ -692,8 +720,9 @@ static napi_value js_progress(napi_env env, napi_callback_info info) {
   set_number(env, result, "transactions", (double)p->transactions);
   char status[2] = {(char)p->status, 0};
   napi_set_named_property(env, result, "status", string_value(env, status));
-  napi_get_boolean(env, p->may_commit, &flag);
-  napi_set_named_property(env, result, "mayCommit", flag);
+  set_bool(env, result, "mayCommit", p->may_commit);
+  set_bool(env, result, "namedCommit", p->named_commit);
+  set_bool(env, result, "unsynced", p->unsynced);
   set_number(env, result, "quietMs", r->stopped ? 0 : (double)(loop_now(r) - p->progress_at));
   return result;
 }
@@ -798,7 +827,7 @@ static napi_value js_close_when_idle(napi_env env, napi_callback_info info) {
   return idle;
 }
 /* relay(clientFd, serverFd, { maxMessageBytes, frontendTypes, interceptTypes, statementNeedles,
- * queryCache, outstanding, clientTls, serverTls, onMessage, onServerMessage, onClose }) →
+ * queryCache, progress, clientTls, serverTls, onMessage, onServerMessage, onClose }) →
  * { stop(), progress(),
  * update(), closeWhenIdle() }. The caller has stopped
  * reading both sockets and has nothing queued on them; the relay reads and writes duplicates of
@@ -806,7 +835,7 @@ static napi_value js_close_when_idle(napi_env env, napi_callback_info info) {
 static napi_value js_relay(napi_env env, napi_callback_info info) {
   size_t argc = 3;
   napi_value argv[3], wrapper, name;
-  int32_t client_fd, server_fd, outstanding = 0;
+  int32_t client_fd, server_fd;
   uv_loop_t *loop;
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   CHECK(napi_get_value_int32(env, argv[0], &client_fd));
@@ -824,10 +853,7 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
     return NULL;
   }
   r->env = env;
-  /* Requests the session sent before the relay took over. */
-  napi_get_value_int32(env, get_named(env, argv[2], "outstanding"), &outstanding);
-  r->progress.outstanding = outstanding > 0 ? (uint32_t)outstanding : 0;
-  r->progress.status = 'I';
+  carry_progress(env, get_named(env, argv[2], "progress"), &r->progress);
   r->progress.progress_at = uv_now(loop);
   fill_types(env, get_named(env, argv[2], "frontendTypes"), r->from_client.valid);
   napi_value options = argv[2];

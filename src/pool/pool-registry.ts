@@ -1,5 +1,5 @@
 import type { UpstreamCredentials } from '../auth/client-authenticator.js'
-import type { Config } from '../config/schema.js'
+import type { Config, ConfigInForce } from '../config/schema.js'
 import type { Logger } from '../log.js'
 import { Pool, type PoolObserver, type PoolStats } from './pool.js'
 import { ServerConnection } from './server-connection.js'
@@ -23,7 +23,7 @@ export class PoolRegistry {
   private readonly pools = new Map<string, { database: string; user: string; pool: Pool }>()
 
   constructor(
-    private readonly config: Config,
+    private readonly live: ConfigInForce,
     private readonly upstream: Upstream,
     private readonly log: Logger,
     private readonly observers: PoolObservers = () => unobserved,
@@ -33,16 +33,26 @@ export class PoolRegistry {
     const key = `${database}\0${user}`
     let entry = this.pools.get(key)
     if (!entry) {
+      const { live } = this
       // Session pools lend their connections to the native relay, which then owns their TLS.
-      const nativeTls = this.config.relay === 'native' && this.config.pool.mode === 'session'
+      const nativeTls = live.config.relay === 'native' && live.config.pool.mode === 'session'
       const open = (credentials: UpstreamCredentials) =>
         connectToPrimary(
           this.upstream,
-          deadlineAfter(this.config.pool.waitTimeoutMs, noPrimaryInTime(this.config.pool)),
-          (node) => openOnPrimary(node, user, database, credentials, nativeTls, this.upstream),
+          deadlineAfter(live.config.pool.waitTimeoutMs, noPrimaryInTime(live.config.pool)),
+          (node) =>
+            openOnPrimary(
+              node,
+              live.config.tcpKeepalive,
+              user,
+              database,
+              credentials,
+              nativeTls,
+              this.upstream,
+            ),
         )
       const log = this.log.child({ pool: `${user}@${database}` })
-      const pool = new Pool(this.config.pool, open, log, this.observers(database, user))
+      const pool = new Pool(() => live.config.pool, open, log, this.observers(database, user))
       entry = { database, user, pool }
       this.pools.set(key, entry)
     }
@@ -61,6 +71,11 @@ export class PoolRegistry {
   /** Closes idle connections to a node no longer the primary and asks for kept ones back. */
   sweep(): void {
     for (const { pool } of this.pools.values()) pool.sweep()
+  }
+
+  /** A reload changed pool settings: every pool follows them. */
+  reconfigure(): void {
+    for (const { pool } of this.pools.values()) pool.reconfigure()
   }
 
   close(): void {
@@ -82,13 +97,21 @@ const noPrimaryInTime = ({ waitTimeoutMs }: Config['pool']) =>
  */
 async function openOnPrimary(
   node: UpstreamNode,
+  tcpKeepalive: Config['tcpKeepalive'],
   user: string,
   database: string,
   credentials: UpstreamCredentials,
   nativeTls: boolean,
   upstream: Upstream,
 ): Promise<ServerConnection> {
-  const connection = await ServerConnection.open(node, user, database, credentials, nativeTls)
+  const connection = await ServerConnection.open(
+    node,
+    tcpKeepalive,
+    user,
+    database,
+    credentials,
+    nativeTls,
+  )
   const standby = upstream.following && connection.parameters.get('in_hot_standby') === 'on'
   if (connection.alive && !standby) return connection
   connection.destroy()

@@ -45,7 +45,8 @@ export const waitTimeout = (ms: number) =>
 /**
  * The server connections of one (database, user): at most `size`, opened on demand with the
  * credentials of the latest authenticated client, the most recently used lent first, checked
- * before lending and reset before the next client. Clients wait in a FIFO queue.
+ * before lending and reset before the next client. Clients wait in a FIFO queue. The settings
+ * are read when used, so a reload's take effect (reconfigure() for the size and the sweep).
  */
 export class Pool {
   private readonly idle: ServerConnection[] = []
@@ -60,17 +61,45 @@ export class Pool {
   /** Connections being opened (logging in). */
   private opening = 0
   private credentials: UpstreamCredentials | null = null
-  private readonly sweeper: NodeJS.Timeout
+  private sweeper: NodeJS.Timeout
   private closed = false
 
   constructor(
-    private readonly config: PoolConfig,
+    private readonly settings: () => PoolConfig,
     private readonly open: OpenServer,
     private readonly log: Logger,
     private readonly observer: PoolObserver,
   ) {
-    const every = Math.max(50, Math.min(1000, config.idleTimeoutMs / 2, config.maxLifetimeMs / 2))
-    this.sweeper = setInterval(() => this.sweep(), every).unref()
+    this.sweeper = this.startSweeper()
+  }
+
+  private get config(): PoolConfig {
+    return this.settings()
+  }
+
+  private startSweeper(): NodeJS.Timeout {
+    const { idleTimeoutMs, maxLifetimeMs } = this.config
+    const every = Math.max(50, Math.min(1000, idleTimeoutMs / 2, maxLifetimeMs / 2))
+    return setInterval(() => this.sweep(), every).unref()
+  }
+
+  /**
+   * The settings changed (a reload). Smaller: idle connections beyond the size close, kept ones
+   * are asked back, and connections coming back close until the pool is within its size (the
+   * clients that hold one keep it). Larger: waiting clients get the new connections at once.
+   */
+  reconfigure(): void {
+    if (this.closed) return
+    clearInterval(this.sweeper)
+    this.sweeper = this.startSweeper()
+    while (this.overSize() && this.idle.length > 0) this.discard(this.idle.shift()!)
+    if (this.overSize()) for (const giveBack of [...this.kept.values()]) giveBack()
+    while (this.waiters.length > 0 && this.count < this.config.size) this.serveWaiter()
+  }
+
+  /** More connections than the size allows: a reload made the pool smaller. */
+  private overSize(): boolean {
+    return this.count > this.config.size
   }
 
   /** New server connections log in with these (the latest client's, which all work). */
@@ -162,7 +191,7 @@ export class Pool {
 
   /** A connection that needs no reset comes back, at once: to the next waiter, else idle. */
   checkin(connection: ServerConnection): void {
-    if (!connection.alive || this.expired(connection) || this.closed)
+    if (!connection.alive || this.expired(connection) || this.closed || this.overSize())
       return this.discard(connection)
     const waiter = this.waiters.shift()
     if (waiter) {
@@ -206,8 +235,9 @@ export class Pool {
     }
   }
 
-  /** A slot came free: open a connection for the first waiter, if any. */
+  /** A slot came free: open a connection for the first waiter, if any, within the size. */
   private serveWaiter(): void {
+    if (this.count >= this.config.size) return
     const waiter = this.waiters.shift()
     if (!waiter) return
     clearTimeout(waiter.timer)

@@ -11,6 +11,7 @@ import { query, typedMessage } from '../wire/messages.js'
 import { decodeParameterStatus } from '../wire/parameter-status.js'
 import { Backend } from '../wire/protocol.js'
 import type { UpstreamNode } from '../upstream/upstream-node.js'
+import type { Config } from '../config/schema.js'
 
 /** Server messages pgfence reads while it drives a connection itself are small. */
 const MAX_DRIVEN_MESSAGE = 1024 * 1024
@@ -53,8 +54,10 @@ export class ServerConnection {
     socket.on('error', () => {})
   }
 
+  /** Logs in to `config.upstream`, with `config.tcpKeepalive` (those in force now). */
   static async open(
     node: UpstreamNode,
+    tcpKeepalive: Config['tcpKeepalive'],
     user: string,
     database: string,
     credentials: UpstreamCredentials,
@@ -64,6 +67,7 @@ export class ServerConnection {
     const box: { connection?: ServerConnection } = {}
     const socket = await connectUpstream(upstream, (chunk) => box.connection!.receiver(chunk), {
       nativeTls,
+      keepalive: tcpKeepalive,
     })
     const connection = (box.connection = new ServerConnection(socket, node))
     const timer = setTimeout(() => socket.destroy(), upstream.connectTimeoutMs)

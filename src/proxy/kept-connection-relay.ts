@@ -12,7 +12,7 @@ import {
   type NativeRelayOptions,
   type NativeRelaySettings,
 } from './native-relay.js'
-import type { RequestProgress } from './request-progress.js'
+import type { RequestProgress, RequestTracker } from './request-progress.js'
 
 /** What relaying a kept connection needs from its transaction session. */
 export interface KeptConnectionOptions {
@@ -21,6 +21,11 @@ export interface KeptConnectionOptions {
   statements: ReadonlyMap<string, Buffer>
   /** Limits and rewriter, read when the relay starts and at each reconfigure(). */
   live: SettingsHolder
+  /**
+   * The session's requests as its JavaScript relay follows them: the native relay goes on from
+   * where they stand, and they from where it stopped.
+   */
+  requests: RequestTracker
   /** The session's log of maintenance statements, shared with its JavaScript relay. */
   maintenance: MaintenanceLog
   /**
@@ -92,7 +97,7 @@ export class KeptConnectionRelay {
       server.socket,
       {
         ...this.settings(),
-        outstanding: 0,
+        progress: this.options.requests.snapshot(),
         onMessage: (message) => this.fromClient(message),
         onServerMessage: (message) => {
           const relayed = this.options.fromServer(message)
@@ -113,8 +118,10 @@ export class KeptConnectionRelay {
   takeBack(): boolean {
     const native = this.native!
     const server = this.server!
-    const { client } = this.options
-    this.stoppedTransactions += native.progress().transactions
+    const { client, requests } = this.options
+    const progress = native.progress()
+    this.stoppedTransactions += progress.transactions
+    requests.resume(progress)
     const { toClient, toServer, serverAtBoundary } = native.stop()
     this.native = this.server = null
     resumeReading(client)
@@ -132,12 +139,12 @@ export class KeptConnectionRelay {
   }
 
   private settings(): NativeRelaySettings {
-    const { rewriter, limits } = this.options.live.current
+    const { rewriter, config } = this.options.live.current
     // Under maintenance every Query, Parse and Bind comes to JavaScript, to be logged.
     const maintenance = this.options.maintenance.on
     const fencing = rewriter ? asciiOnly(rewriter.prefilterNeedles) : []
     return {
-      maxMessageBytes: limits.maxMessageBytes,
+      maxMessageBytes: config.limits.maxMessageBytes,
       interceptTypes: maintenance ? 'QPCXB' : 'QPCX',
       statementNeedles: fencing && !maintenance ? [...RULE_WORDS, ...fencing] : undefined,
     }

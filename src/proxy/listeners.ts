@@ -13,11 +13,17 @@ export interface Listeners {
   close(): Promise<void>
 }
 
-function listen(server: net.Server, ...args: [number, string] | [string]): Promise<void> {
+/** Binds `server`; a failure (the port in use) rejects, and is not logged here: the caller says it. */
+function listen(
+  server: net.Server,
+  logger: Logger,
+  ...args: [number, string] | [string]
+): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject)
     server.listen(...(args as [number, string]), () => {
       server.off('error', reject)
+      server.on('error', (err) => logger.error({ err }, 'listener error'))
       resolve()
     })
   })
@@ -26,8 +32,7 @@ function listen(server: net.Server, ...args: [number, string] | [string]): Promi
 /** TCP on listen.host:port and, with listen.unixSocketDir, `<dir>/.s.PGSQL.<port>` as PostgreSQL names it. */
 export async function listenAll(config: Config['listen'], logger: Logger): Promise<Listeners> {
   const tcp = net.createServer()
-  tcp.on('error', (err) => logger.error({ err }, 'listener error'))
-  await listen(tcp, config.port, config.host)
+  await listen(tcp, logger, config.port, config.host)
   const { port } = tcp.address() as net.AddressInfo
   logger.info({ host: config.host, port }, 'pgfence listening')
   const servers = [tcp]
@@ -37,8 +42,10 @@ export async function listenAll(config: Config['listen'], logger: Logger): Promi
     // A file left by a proxy that did not exit cleanly would make listen fail.
     rmSync(socketPath, { force: true })
     const unix = net.createServer()
-    unix.on('error', (err) => logger.error({ err }, 'listener error'))
-    await listen(unix, socketPath)
+    await listen(unix, logger, socketPath).catch((err: unknown) => {
+      tcp.close()
+      throw err
+    })
     // Like PostgreSQL's default unix_socket_permissions: access is the login's business.
     chmodSync(socketPath, 0o777)
     logger.info({ path: socketPath }, 'pgfence listening on a Unix socket')

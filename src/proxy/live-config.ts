@@ -1,5 +1,5 @@
 import { loadConfigFile } from '../config/load.js'
-import { keysNeedingRestart, reloadableConfig } from '../config/reload.js'
+import { keysNeedingRestart, reloadableConfig, type KeptKey } from '../config/reload.js'
 import type { Config } from '../config/schema.js'
 import type { Logger } from '../log.js'
 import {
@@ -13,17 +13,23 @@ import {
 import type { RegisteredSession } from './session-registry.js'
 
 /**
+ * One step of putting a reloaded config in force, for what is made from the config once (pools,
+ * credentials, timers): it prepares for `next` and may throw to refuse it, before anything
+ * changed; the function it returns puts `next` in force and must not fail.
+ */
+export type ReloadStep = (next: Config) => () => void
+
+/**
  * The config in force and the session settings made from it, replaced whole by a reload (SIGHUP,
  * the console's RELOAD): every session applies the new rules and limits from its next statement.
+ * Everything that reads the config reads it here, never a copy taken at start.
  */
 export class LiveConfig {
   /** Rewrite cache lookups of settings a reload replaced, so the metric never goes back. */
   private retired: CacheLookups = { hits: 0, misses: 0 }
-  /** Called after each reload that took effect (what reads the config only once re-reads it). */
-  onReloaded: () => void = () => {}
+  private readonly steps: ReloadStep[] = []
 
   private constructor(
-    public config: Config,
     readonly settings: SettingsHolder,
     private readonly nativeRelay: boolean,
     private readonly logger: Logger,
@@ -37,7 +43,17 @@ export class LiveConfig {
     options: SettingsOptions & { configFile?: string },
   ): Promise<LiveConfig> {
     const current = await sessionSettings(config, nativeRelay, logger, options)
-    return new LiveConfig(config, { current }, nativeRelay, logger, options.configFile)
+    return new LiveConfig({ current }, nativeRelay, logger, options.configFile)
+  }
+
+  /** The config in force: the file's as of the last reload, restart-only keys as at start. */
+  get config(): Config {
+    return this.settings.current.config
+  }
+
+  /** Adds a step to each reload that takes effect. */
+  onReload(step: ReloadStep): void {
+    this.steps.push(step)
   }
 
   cacheLookups(): CacheLookups {
@@ -48,13 +64,19 @@ export class LiveConfig {
   /**
    * Re-reads the config file and puts it in force for `sessions` and those to come. An invalid
    * file is refused (logged, and thrown) and the running config stays; keys read only at start
-   * keep their value and are logged.
+   * keep their value and are logged by name.
    */
   async reload(sessions: Iterable<RegisteredSession>): Promise<void> {
     if (!this.configFile) throw new Error('pgfence was started without a config file')
-    let loaded: Config
+    let kept: KeptKey[]
+    let settings: SessionSettings
+    let commits: (() => void)[]
     try {
-      loaded = loadConfigFile(this.configFile)
+      const loaded = loadConfigFile(this.configFile)
+      kept = keysNeedingRestart(this.config, loaded)
+      const next = reloadableConfig(this.config, loaded)
+      settings = await sessionSettings(next, this.nativeRelay, this.logger)
+      commits = this.steps.map((step) => step(next))
     } catch (err) {
       this.logger.error(
         { reason: (err as Error).message },
@@ -62,23 +84,27 @@ export class LiveConfig {
       )
       throw err
     }
-    const restart = keysNeedingRestart(this.config, loaded)
-    if (restart.length > 0)
-      this.logger.warn({ keys: restart }, 'configuration reload: these keys need a restart')
-    const next = reloadableConfig(this.config, loaded)
-    this.replace(next, await sessionSettings(next, this.nativeRelay, this.logger))
+    for (const { key, running: value, file } of kept)
+      this.logger.warn(
+        { key, running: value ?? null, file: file ?? null },
+        `configuration reload: ${key} needs a restart; its running value stays in force`,
+      )
+    this.replace(settings)
+    for (const commit of commits) commit()
     for (const session of sessions) session.reconfigure()
-    this.onReloaded()
     this.logger.info(
-      { fencedTables: next.fencing.tables.length, fencedResources: next.fencing.resources.length },
+      {
+        fencedTables: this.config.fencing.tables.length,
+        fencedResources: this.config.fencing.resources.length,
+        needRestart: kept.map(({ key }) => key),
+      },
       'configuration reloaded',
     )
   }
 
-  private replace(config: Config, settings: SessionSettings): void {
+  private replace(settings: SessionSettings): void {
     this.retired = this.cacheLookups()
     this.settings.current = settings
-    this.config = config
-    this.logger.level = config.log.level
+    this.logger.level = settings.config.log.level
   }
 }

@@ -11,9 +11,8 @@ export interface SessionSettings {
   readonly rewriter: StatementRewriter | null
   /** The native relay's Query templates, made from this rewriter. */
   readonly queryCache: NativeQueryCache | null
-  readonly limits: Config['limits']
-  /** The token setting and comment key, which the proxy's own words for a PF428 name. */
-  readonly fencing: Config['fencing']
+  /** The config in force, which these settings were made from. */
+  readonly config: Config
   /** The configured names checked in each database; null when fencing was not made from them. */
   readonly nameChecks: TableNameChecks | null
 }
@@ -48,7 +47,7 @@ export async function sessionSettings(
           nativeRelay ? createNativeQueryCache(own, options.queryCacheSize) : null,
         )
       : null
-  return { rewriter, queryCache, limits: config.limits, fencing: config.fencing, nameChecks }
+  return { rewriter, queryCache, config, nameChecks }
 }
 
 /**

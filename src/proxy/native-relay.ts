@@ -4,7 +4,7 @@ import { nativeAddon } from '../native-addon.js'
 import { FRONTEND_TYPE_CHARS } from '../wire/protocol.js'
 import { descriptorOf, stopReading } from '../wire/socket-handle.js'
 import { nativeTlsChannel, type NativeTlsChannel } from '../server/native-tls.js'
-import type { RequestProgress } from './request-progress.js'
+import type { CarriedProgress, RequestProgress } from './request-progress.js'
 
 /** What is left when a native relay stops: bytes not yet written, and where the server stands. */
 export interface RelayRemainder {
@@ -49,8 +49,8 @@ export interface NativeRelayOptions extends NativeRelaySettings {
   serverTls?: NativeTlsChannel
   /** Every message type a client may send, as a string of type bytes. */
   frontendTypes: string
-  /** Requests already sent whose ReadyForQuery has not come back. */
-  outstanding: number
+  /** Where the session's requests stand when the relay takes it over. */
+  progress: CarriedProgress
   /** Returns the bytes to send upstream in the message's place, or undefined to send it as is. */
   onMessage(message: Buffer): Buffer | undefined
   /**

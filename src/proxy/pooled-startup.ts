@@ -14,6 +14,7 @@ import type { PooledUpstream } from './session.js'
 import { backendKeyData, parameterStatus, readyForQuery } from '../wire/messages.js'
 
 export interface PoolingContext {
+  /** Replaced by a reload. */
   credentials: CredentialSource
   pools: PoolRegistry
   cancelKeys: CancelKeys

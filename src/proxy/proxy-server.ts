@@ -96,7 +96,7 @@ export async function startProxy(
     Boolean(config.admin?.listen),
   )
   const commands = consoleCommands(registry, live, metrics, pools)
-  const pooling = createPooling(config, upstream, logger, (database, user) =>
+  const pooling = createPooling(live, upstream, logger, (database, user) =>
     metrics.poolObserver(database, user),
   )
   followFailovers(upstream, registry, pooling?.pools ?? null, metrics, logger)
@@ -163,14 +163,14 @@ export async function startProxy(
         if (draining) session.closeWhenIdle(SHUTDOWN)
       }
       const pooledStart = { nameCheck, fencing: () => sessionSettings.current.rewriter !== null }
-      if (pooling && config.pool.mode === 'transaction') {
+      if (pooling && live.config.pool.mode === 'transaction') {
         const pooled = await startPooledClient(handshake.connection, params, pooling, {
           ...pooledStart,
           keepServer: false,
         })
         clearTimeout(startupTimer)
         return track(
-          startTransactionSession(handshake.connection, pooled, pooling, config, {
+          startTransactionSession(handshake.connection, pooled, pooling, {
             settings: sessionSettings,
             logger: sessionLog,
             onRejection: (code, table) => metrics.rejection(code, table),
@@ -209,7 +209,7 @@ export async function startProxy(
       const server = await connectToPrimary(upstream, deadline, (primary) => {
         node = primary
         return connectUpstream(primary.config, (chunk) => relay.session!.fromServer(chunk), {
-          keepalive: config.tcpKeepalive,
+          keepalive: live.config.tcpKeepalive,
           deadline,
           nativeTls: nativeRelay,
         }).catch((err: unknown) => {
@@ -248,7 +248,7 @@ export async function startProxy(
     // A client TLS layer reads from the socket itself, so its sockets keep Node's own reads.
     acceptClients(server, !ownTls, (connection) => {
       const raw = connection.socket
-      applyKeepalive(raw, config.tcpKeepalive)
+      applyKeepalive(raw, live.config.tcpKeepalive)
       const log = logger.child({ conn: ++nextId, peer: peerOf(raw) })
       connections.add(raw)
       raw.on('close', () => connections.delete(raw))
@@ -258,23 +258,28 @@ export async function startProxy(
   }
   // The sweep is armed only while a timeout is set: a reload may arm, change or stop it.
   let stopTimeouts = watchSessionTimeouts(registry, live.config.limits)
-  live.onReloaded = () => {
+  live.onReload((next) => () => {
     stopTimeouts()
-    stopTimeouts = watchSessionTimeouts(registry, live.config.limits)
+    stopTimeouts = watchSessionTimeouts(registry, next.limits)
+  })
+  const probes = {
+    serving: () => !draining,
+    upstreamReachable: async () => {
+      const primary = upstream.current()
+      return primary !== null && (await upstreamAccepts(primary.config))
+    },
   }
   const admin: AdminHttpServer | undefined =
     config.admin?.listen &&
-    (await startAdminHttp(
-      config.admin.listen,
-      metrics,
-      {
-        serving: () => !draining,
-        upstreamReachable: async () => {
-          const primary = upstream.current()
-          return primary !== null && (await upstreamAccepts(primary.config))
-        },
+    (await startAdminHttp(config.admin.listen, metrics, probes, logger).catch(
+      async (err: unknown) => {
+        // Nothing may keep the process alive once starting failed (its port is in use).
+        stopTimeouts()
+        pooling?.pools.close()
+        upstream.close()
+        await listeners.close()
+        throw err
       },
-      logger,
     ))
 
   return {

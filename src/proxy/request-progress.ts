@@ -8,11 +8,24 @@ export interface RequestProgress {
   status: string
   /** A request sent since the session was last idle may be a COMMIT. */
   mayCommit: boolean
+  /** A named statement may be a COMMIT: from then on any Bind may commit. */
+  namedCommit: boolean
+  /** A message since the last ReadyForQuery of all requests (a Parse without its Sync). */
+  unsynced: boolean
   /** Milliseconds since the server last sent anything (or since the first request went out). */
   quietMs: number
   /** ReadyForQuery messages saying idle so far: transactions ended, single statements included. */
   transactions: number
 }
+
+/**
+ * What a relay taking a session over carries on from, so that the session's requests stand the
+ * same for it (the JavaScript relay's and the native relay's, either way).
+ */
+export type CarriedProgress = Pick<
+  RequestProgress,
+  'outstanding' | 'status' | 'mayCommit' | 'namedCommit' | 'unsynced'
+>
 
 /** COMMIT or END as a word: lexical and conservative, a literal that says so counts too. */
 const COMMIT_WORD = /(?<![\w$\u0080-\uffff])(commit|end)(?![\w$\u0080-\uffff])/i
@@ -71,8 +84,18 @@ export class RequestTracker {
   }
 
   snapshot(): RequestProgress {
-    const { outstanding, status, mayCommit, transactions } = this
+    const { outstanding, status, mayCommit, namedCommit, unsynced, transactions } = this
     const quietMs = performance.now() - this.progressAt
-    return { outstanding, status, mayCommit, quietMs, transactions }
+    return { outstanding, status, mayCommit, namedCommit, unsynced, quietMs, transactions }
+  }
+
+  /** The native relay carried the session until now: its requests stand as it left them. */
+  resume(progress: CarriedProgress): void {
+    this.outstanding = progress.outstanding
+    this.status = progress.status
+    this.mayCommit = progress.mayCommit
+    this.namedCommit = progress.namedCommit
+    this.unsynced = progress.unsynced
+    this.progressAt = performance.now()
   }
 }

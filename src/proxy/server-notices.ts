@@ -34,8 +34,22 @@ export function parameterRefusal(message: Buffer): PgError | null {
 }
 
 /**
+ * What a fenced write meets in a database where `pgfence migrate` never ran, instead of the
+ * server's "schema pgfence does not exist" (the check at login logs the database once).
+ */
+const notMigrated = () =>
+  new PgError(
+    'PF501',
+    'pgfence migrate has not run in this database',
+    'ERROR',
+    'the database has no pgfence schema, whose functions fence the writes to the tables the config fences',
+    'run pgfence migrate',
+  )
+
+/**
  * A server ErrorResponse: a fencing rejection is counted, logged (info) and given back as
- * readableError words it (the replacement returned); anything else passes as it is.
+ * readableError words it (the replacement returned); a missing pgfence schema is said as
+ * the migrate it needs; anything else passes as it is.
  */
 export function onServerError(
   message: Buffer,
@@ -44,6 +58,8 @@ export function onServerError(
   onRejection: OnRejection,
   fencing: TokenWords,
 ): Buffer | undefined {
+  // In the server's language: only its code and the schema's name are sure.
+  if (fields.code === '3F000' && fields.message?.includes('pgfence')) return notMigrated().encode()
   if (!fields.code?.startsWith('PF')) return undefined
   // A user's own PF code is relayed as readable, but it is no fencing rejection.
   if (isFencingCode(fields.code)) {

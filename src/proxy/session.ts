@@ -133,7 +133,7 @@ export class ProxySession {
         fail: (error) => this.abort(error),
         started: (bytes, pos, end) => this.requests.clientMessage(bytes, pos, end),
       },
-      options.settings.current.limits.maxMessageBytes,
+      options.settings.current.config.limits.maxMessageBytes,
       interceptTypes(options.settings.current.rewriter, this.maintenance.on),
     )
     this.scanner = new BackendScanner(
@@ -215,8 +215,8 @@ export class ProxySession {
 
   /** A config reload: framing and the native relay follow the new settings from the next message. */
   reconfigure(): void {
-    const { rewriter, limits } = this.options.settings.current
-    this.framer.maxMessageBytes = limits.maxMessageBytes
+    const { rewriter, config } = this.options.settings.current
+    this.framer.maxMessageBytes = config.limits.maxMessageBytes
     this.framer.interceptTypes = interceptTypes(rewriter, this.maintenance.on)
     this.native?.update(this.nativeSettings())
   }
@@ -346,7 +346,7 @@ export class ProxySession {
       this.upstream,
       {
         ...this.nativeSettings(),
-        outstanding: this.requests.snapshot().outstanding,
+        progress: this.requests.snapshot(),
         onMessage: (message) => {
           const replacement = this.intercept(message)
           return replacement === message ? undefined : replacement
@@ -370,12 +370,12 @@ export class ProxySession {
   }
 
   private nativeSettings(): NativeRelaySettings {
-    const { rewriter, queryCache, limits } = this.options.settings.current
+    const { rewriter, queryCache, config } = this.options.settings.current
     // Under maintenance every Query and Parse comes to JavaScript, to be logged.
     const maintenance = this.maintenance.on
     const statementNeedles = maintenance ? undefined : asciiOnly(rewriter?.prefilterNeedles)
     return {
-      maxMessageBytes: limits.maxMessageBytes,
+      maxMessageBytes: config.limits.maxMessageBytes,
       interceptTypes: rewriter ? (maintenance ? 'QPXB' : 'QPX') : 'X',
       statementNeedles,
       // Only with needles: without them every Query would need a template, where rewriteQuery's
@@ -386,7 +386,9 @@ export class ProxySession {
 
   /** Takes both sockets back from the native relay, with the bytes it had not written yet. */
   private stopNative(): boolean {
-    this.nativeTransactions += this.native!.progress().transactions
+    const progress = this.native!.progress()
+    this.nativeTransactions += progress.transactions
+    this.requests.resume(progress)
     const { toClient, toServer, serverAtBoundary } = this.native!.stop()
     this.native = null
     if (toClient.length > 0) this.client.write(toClient)
@@ -446,7 +448,7 @@ export class ProxySession {
     const fields = decodeErrorFields(message)
     this.lastErrorFatal = fields.severity === 'FATAL' || fields.severity === 'PANIC'
     const { logger, onRejection, settings } = this.options
-    return onServerError(message, fields, logger, onRejection, settings.current.fencing)
+    return onServerError(message, fields, logger, onRejection, settings.current.config.fencing)
   }
 
   /** A protocol violation by the client: tell it why, then close both sides. */

@@ -9,7 +9,7 @@ import {
   type ConfiguredName,
   type ResolvedTable,
 } from '../schema/resolve-tables.js'
-import { triggeredTablesSql } from '../schema/fence-trigger-status.js'
+import { installedTriggersSql, migratedSql, ruleChanges } from '../schema/fence-trigger-status.js'
 import { unfencedDescendant, unfencedDescendantsSql } from '../schema/unfenced-descendants.js'
 import type { UnresolvedName } from '../rewrite/tables.js'
 import { decodeQueryResult, splitResults, type QueryResult } from '../wire/query-result.js'
@@ -69,7 +69,8 @@ export class TableNameChecks {
     this.queries = [
       candidatesSql(this.names),
       unfencedDescendantsSql(fencing),
-      triggeredTablesSql(fencing),
+      installedTriggersSql(fencing),
+      migratedSql,
     ]
     this.sql = this.queries.filter(Boolean).join(';\n')
   }
@@ -102,32 +103,36 @@ export class TableNameChecks {
   private record(database: string, state: DatabaseNames, messages: Buffer[]): void {
     const none: QueryResult = { rows: [] }
     const results = splitResults(messages).map(decodeQueryResult)
-    const [names, descendants, triggered] = this.queries.map((sql) =>
+    const [names, descendants, installed, migrated] = this.queries.map((sql) =>
       sql === null ? none : (results.shift() ?? none),
-    ) as [QueryResult, QueryResult, QueryResult]
-    const error = names.error ?? descendants.error ?? triggered.error
+    ) as [QueryResult, QueryResult, QueryResult, QueryResult]
+    const error = names.error ?? descendants.error ?? installed.error ?? migrated.error
     if (error) {
       this.logger.warn({ database, err: error.message }, 'could not check fenced table names')
       return
     }
+    // Without the pgfence schema every fenced write fails (onServerError says why): one line.
+    if (migrated.rows[0]?.migrated === 'f') return this.report(database, state, [NOT_MIGRATED])
     const { tables, problems } = resolveNames(this.names, names.rows.map(candidateRow))
     const unfenced = descendants.rows.map((row) => unfencedDescendant(row, this.names))
     const columnless = tables.filter((t) => t.column !== undefined && t.existingColumn === null)
-    const withTrigger = new Set(triggered.rows.map((row) => Number(row.ord)))
+    const triggers = new Map(installed.rows.map((row) => [Number(row.ord), row]))
     const reported = new Set([...problems, ...columnless].map((name) => name.text))
-    const untriggered = this.fencing.tables
-      .map((table, ord) => ({ ord, text: table.name }))
-      .filter(({ ord, text }) => !withTrigger.has(ord) && !reported.has(text))
+    const withTrigger = new Set<number>()
+    const triggerReports: { table: string; message: string }[] = []
+    this.fencing.tables.forEach((table, ord) => {
+      const changes = ruleChanges(triggers.get(ord), ord, this.fencing)
+      if (changes?.length === 0) withTrigger.add(ord)
+      else if (!reported.has(table.name))
+        triggerReports.push({ table: table.name, message: triggerMessage(table.name, changes) })
+    })
     const refusedTables = [...unfenced, ...columnless.map(columnlessTable)]
     const reports = [
       ...problems.map((problem) => ({ table: problem.text, message: problem.message })),
       ...refusedTables.map((table) => ({ table: table.text, message: describe(table) })),
-      ...untriggered.map(({ text }) => ({ table: text, message: untriggeredMessage(text) })),
+      ...triggerReports,
     ]
-    for (const { table, message } of reports) {
-      if (!state.reported.has(message)) this.logger.error({ database, table }, message)
-    }
-    state.reported = new Set(reports.map((report) => report.message))
+    this.report(database, state, reports)
     const refused: UnresolvedName[] = [...problems.filter((p) => p.unresolved), ...refusedTables]
     const key = [...refused.map((name) => name.text), '', ...withTrigger].join('\0')
     if (key === state.key) return
@@ -135,6 +140,23 @@ export class TableNameChecks {
     const rewriter = new FencingRewriter(this.fencing, 4096, refused, withTrigger)
     state.fencing = { rewriter, queryCache: this.queryCacheFor(rewriter) }
   }
+
+  /** Logs each report at error, once while it stays. */
+  private report(
+    database: string,
+    state: DatabaseNames,
+    reports: { table?: string; message: string }[],
+  ): void {
+    for (const { table, message } of reports) {
+      if (!state.reported.has(message)) this.logger.error({ database, table }, message)
+    }
+    state.reported = new Set(reports.map((report) => report.message))
+  }
+}
+
+const NOT_MIGRATED = {
+  message:
+    'pgfence migrate has not run in this database (it has no pgfence schema): writes to its fenced tables fail; run pgfence migrate',
 }
 
 /** A configured table without its fence column (not migrated): writes to it are refused. */
@@ -149,8 +171,17 @@ const columnlessTable = (table: ResolvedTable): UnresolvedName => ({
   },
 })
 
-const untriggeredMessage = (table: string): string =>
-  `fenced table ${JSON.stringify(table)} has no up-to-date fence trigger in this database: pgfence checks the writes that name it, but writes by other paths (functions, views, triggers, partitions, direct connections) are not fenced; run pgfence migrate`
+/**
+ * A fenced table whose trigger is not as the config wants it. With none, pgfence alone fences
+ * it; with one installed by an earlier migrate, that one still checks every write (those
+ * through pgfence too) by the rule it was installed with.
+ */
+function triggerMessage(table: string, changes: string[] | null): string {
+  const name = JSON.stringify(table)
+  if (changes === null)
+    return `fenced table ${name} has no enabled fence trigger in this database: pgfence checks the writes that name it, but writes by other paths (functions, views, triggers, partitions, direct connections) are not fenced; run pgfence migrate`
+  return `fencing rule for ${name} changed (${changes.join(', ')}): run \`pgfence migrate\` to apply it to the database's triggers; until then the installed triggers keep the old rule`
+}
 
 /** A refused descendant's log line: the refusal's words. */
 const describe = ({ reason }: UnresolvedName): string =>

@@ -1,5 +1,4 @@
 import type { ClientConnection } from '../client/client-connection.js'
-import type { Config } from '../config/schema.js'
 import type { Logger } from '../log.js'
 import type { Pool } from '../pool/pool.js'
 import type { ServerConnection } from '../pool/server-connection.js'
@@ -28,8 +27,11 @@ export interface TransactionSessionOptions {
   /** Rewriter and limits, read at each statement: a config reload swaps them. */
   live: SettingsHolder
   logger: Logger
-  /** Settings whose session values follow the client from one server connection to the next. */
-  trackedSettings: string[]
+  /**
+   * Settings whose session values follow the client from one server connection to the next,
+   * read when they are (the token settings are the config's in force).
+   */
+  trackedSettings(): string[]
   /** The client's settings from its startup packet. */
   settings: [string, string][]
   resetTimeoutMs: number
@@ -119,6 +121,7 @@ export class TransactionSession {
       client: this.client,
       statements: this.statements,
       live: options.live,
+      requests: this.requests,
       maintenance: this.maintenance,
       fromClient: (message) => this.handedOver(message),
       fromServer: (message) => this.relayed(message),
@@ -130,7 +133,7 @@ export class TransactionSession {
         intercept: (message) => this.fromClient(message),
         fail: (error) => this.fail(error),
       },
-      options.live.current.limits.maxMessageBytes,
+      options.live.current.config.limits.maxMessageBytes,
       FRONTEND_TYPES,
     )
   }
@@ -174,7 +177,7 @@ export class TransactionSession {
 
   /** A config reload: the framer follows the new limits; statements read the rewriter anew. */
   reconfigure(): void {
-    this.framer.maxMessageBytes = this.options.live.current.limits.maxMessageBytes
+    this.framer.maxMessageBytes = this.options.live.current.config.limits.maxMessageBytes
     this.kept.reconfigure()
   }
 
@@ -467,7 +470,7 @@ export class TransactionSession {
       const fields = decodeErrorFields(message)
       const replaced =
         readableRefusal(message, fields) ??
-        onServerError(message, fields, logger, onRejection, live.current.fencing)
+        onServerError(message, fields, logger, onRejection, live.current.config.fencing)
       return replaced ?? message
     }
     if (message[0] === Backend.ParameterStatus && live.current.rewriter) {
@@ -537,7 +540,7 @@ export class TransactionSession {
 
   /** Reads the tracked settings as PostgreSQL left them, then RESET ALL for the next client. */
   private async readSettings(server: ServerConnection): Promise<void> {
-    const names = this.options.trackedSettings
+    const names = this.options.trackedSettings()
     const columns = names.map((name) => `pg_catalog.current_setting(${quoteLiteral(name)}, true)`)
     try {
       const [row] = await server.rows(`SELECT ${columns.join(', ')}; RESET ALL`)
@@ -631,7 +634,6 @@ export function startTransactionSession(
   connection: ClientConnection,
   pooled: PooledClient,
   context: PoolingContext,
-  config: Config,
   options: {
     settings: SettingsHolder
     logger: Logger
@@ -640,15 +642,19 @@ export function startTransactionSession(
     cancelBackend(key: BackendKey): Promise<void>
   },
 ): TransactionSession {
-  const { setting, resourceSetting } = config.fencing
+  const startup = pooled.settings.map(([name]) => name.toLowerCase())
   // pgfence.maintenance too: a session under it stays under it, as without pooling.
-  const tracked = new Set([setting, resourceSetting, maintenanceSetting, 'application_name'])
-  for (const [name] of pooled.settings) tracked.add(name.toLowerCase())
+  const trackedSettings = () => {
+    const { setting, resourceSetting } = options.settings.current.config.fencing
+    return [
+      ...new Set([setting, resourceSetting, maintenanceSetting, 'application_name', ...startup]),
+    ]
+  }
   const session = new TransactionSession(connection, {
     pool: pooled.pool,
     live: options.settings,
     logger: options.logger,
-    trackedSettings: [...tracked],
+    trackedSettings,
     settings: pooled.settings,
     resetTimeoutMs: context.resetTimeoutMs,
     held: pooled.held,

@@ -5,36 +5,62 @@ import { rowFenceTrigger } from './fence-descendants.js'
 import { rowFunctionNameSql } from './fence-triggers.js'
 
 /**
- * The arguments `pgfence migrate` gives a fenced table's row trigger (fence-triggers.ts), as the
- * catalog stores them: each followed by a zero byte, booleans as PostgreSQL prints them.
- */
-const triggerArgs = (setting: string, required: boolean, unissued: boolean): Buffer =>
-  Buffer.from(`${setting}\0${required ? 't' : 'f'}\0${unissued ? 't' : 'f'}\0`, 'utf8')
-
-/**
  * One catalog query (simple protocol) listing the configured row-fenced tables, by their index
- * in `fencing.tables`, whose row trigger is installed as the config wants it: enabled always,
- * calling the function of its fence column, with the config's token setting, `requireToken` and
- * `rejectUnissuedTokens`. Their rows are left to the trigger; pgfence checks the others in the
- * statement too. Names resolve as PostgreSQL resolves them in the session. Column: ord.
+ * in `fencing.tables`, that have a row trigger of `pgfence migrate` (fence-triggers.ts), with
+ * what it was installed with: its arguments (token setting, requireToken, rejectUnissuedTokens,
+ * each followed by a zero byte in the catalog, booleans as PostgreSQL prints them), whether it
+ * calls the function of the configured fence column, and how it is enabled. Names resolve as
+ * PostgreSQL resolves them in the session. Columns: ord, enabled, setting, required, unissued,
+ * same_column.
  */
-export function triggeredTablesSql(fencing: FencingConfig): string | null {
+export function installedTriggersSql(fencing: FencingConfig): string | null {
   const tables = fencedTables(fencing)
   if (tables.length === 0) return null
   const wanted = tables.map((table, ord) => {
-    const args = triggerArgs(fencing.setting, table.requireToken, fencing.rejectUnissuedTokens)
     const rel = quoteLiteral(qualifiedName(table.schema, table.name))
-    return `(${ord}, ${rel}, ${quoteLiteral(table.column)}, '${args.toString('hex')}')`
+    return `(${ord}, ${rel}, ${quoteLiteral(table.column)})`
   })
-  const setting = `${quoteLiteral(fencing.setting)}::text`
-  const unissued = String(fencing.rejectUnissuedTokens)
-  return `SELECT w.ord
-  FROM (VALUES ${wanted.join(', ')}) AS w(ord, rel, col, args)
+  const arg = (n: number) =>
+    `pg_catalog.split_part(pg_catalog.encode(g.tgargs, 'escape'), E'\\\\000', ${n})`
+  const functionName = rowFunctionNameSql('w.col', 'a.setting', `(a.unissued = 't')`)
+  return `SELECT w.ord, g.tgenabled AS enabled, a.setting, a.required, a.unissued,
+       (n.nspname = 'pgfence' AND p.proname = ${functionName}) AS same_column
+  FROM (VALUES ${wanted.join(', ')}) AS w(ord, rel, col)
   JOIN pg_catalog.pg_trigger g ON g.tgrelid = pg_catalog.to_regclass(w.rel)
+   AND g.tgname = ${quoteLiteral(rowFenceTrigger)}
   JOIN pg_catalog.pg_proc p ON p.oid = g.tgfoid
   JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
- WHERE g.tgname = ${quoteLiteral(rowFenceTrigger)} AND g.tgenabled = 'A'
-   AND g.tgargs = pg_catalog.decode(w.args, 'hex') AND n.nspname = 'pgfence'
-   AND p.proname = ${rowFunctionNameSql('w.col', setting, unissued)}
+  CROSS JOIN LATERAL (SELECT ${arg(1)}, ${arg(2)}, ${arg(3)}) AS a(setting, required, unissued)
  ORDER BY 1`
 }
+
+/**
+ * How a table's installed row trigger (a row of installedTriggersSql, or undefined for none)
+ * differs from its rule in the config: null when no trigger fences the table (none, or
+ * disabled); else the config's values that the trigger does not have yet, as `key: value`
+ * (empty: it is up to date, and the table's rows are left to it).
+ */
+export function ruleChanges(
+  row: Record<string, string | null> | undefined,
+  ord: number,
+  fencing: FencingConfig,
+): string[] | null {
+  if (!row || row.enabled === 'D') return null
+  const table = fencing.tables[ord]!
+  const flag = (value: boolean) => (value ? 't' : 'f')
+  const changes: [boolean, string][] = [
+    [row.same_column !== 't', `column: ${table.column}`],
+    [row.setting !== fencing.setting, `setting: ${fencing.setting}`],
+    [row.required !== flag(table.requireToken), `requireToken: ${table.requireToken}`],
+    [
+      row.unissued !== flag(fencing.rejectUnissuedTokens),
+      `rejectUnissuedTokens: ${fencing.rejectUnissuedTokens}`,
+    ],
+    // Enabled only for origin or replica sessions, it misses the others.
+    [row.enabled !== 'A', 'trigger enabled ALWAYS'],
+  ]
+  return changes.filter(([changed]) => changed).map(([, change]) => change)
+}
+
+/** One catalog query: whether `pgfence migrate` has run in the database (its schema is there). */
+export const migratedSql = "SELECT pg_catalog.to_regnamespace('pgfence') IS NOT NULL AS migrated"

@@ -1,7 +1,12 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { capturingLogger } from '../fencing-e2e/support.js'
-import { createTestDatabase, maintenanceSession, type TestDatabase } from '../support/database.js'
+import {
+  createTestDatabase,
+  maintenanceSession,
+  queryOnce,
+  type TestDatabase,
+} from '../support/database.js'
 import { startTestProxy, type ConfigOverrides, type TestProxy } from '../support/proxy.js'
 import { fencingConfig, installFencing, sqlstateOf } from './support.js'
 
@@ -69,6 +74,14 @@ describe('fence triggers, checked per database', () => {
     expect(await sqlstateOf(client.query(stale))).toBe('PF409')
   })
 
+  // A disabled trigger fences nothing; a stale one still fences every path, by its old rule.
+  const logged: Record<string, string> = {
+    disabled:
+      'fenced table "disabled" has no enabled fence trigger in this database: pgfence checks the writes that name it, but writes by other paths (functions, views, triggers, partitions, direct connections) are not fenced; run pgfence migrate',
+    strict:
+      'fencing rule for "strict" changed (requireToken: false): run `pgfence migrate` to apply it to the database\'s triggers; until then the installed triggers keep the old rule',
+  }
+
   test.each(['disabled', 'strict'])(
     '%s: pgfence checks the writes that name it, and logs the table at error',
     async (table) => {
@@ -81,12 +94,7 @@ describe('fence triggers, checked per database', () => {
       const row = await admin.query(`SELECT note, fencing_token FROM ${table} WHERE id = 1`)
       expect(row.rows).toEqual([{ note: 'ok', fencing_token: '101' }])
       const errors = logs.filter((r) => r.level === 50 && r.table === table)
-      expect(errors).toEqual([
-        expect.objectContaining({
-          database: db.name,
-          msg: expect.stringMatching(/has no up-to-date fence trigger.*run pgfence migrate$/),
-        }),
-      ])
+      expect(errors).toEqual([expect.objectContaining({ database: db.name, msg: logged[table] })])
     },
   )
 
@@ -114,5 +122,69 @@ describe('fence triggers, checked per database', () => {
   test('no other table is logged', () => {
     const logged = logs.filter((r) => r.level === 50).map((r) => r.table)
     expect(logged.sort()).toEqual(['bare', 'disabled', 'strict'])
+  })
+})
+
+describe('a database where pgfence migrate never ran', () => {
+  const logs: Record<string, unknown>[] = []
+  let bare: TestDatabase
+  let proxy: TestProxy
+
+  beforeAll(async () => {
+    bare = await createTestDatabase('trigger_status_unmigrated')
+    // Fence columns of its own, but no pgfence schema.
+    await queryOnce(
+      bare.url,
+      'CREATE TABLE payments (id int PRIMARY KEY, fencing_token bigint NOT NULL DEFAULT 0);' +
+        'CREATE TABLE jobs (id int PRIMARY KEY, state text);' +
+        'INSERT INTO payments VALUES (1, 0); INSERT INTO jobs VALUES (1, null)',
+    )
+    const fencing: ConfigOverrides['fencing'] = {
+      tables: [{ name: 'payments' }],
+      resources: [{ tables: ['jobs'], resource: 'jobs' }],
+    }
+    proxy = await startTestProxy({ fencing }, bare.url, { logger: capturingLogger(logs) })
+  })
+
+  afterAll(async () => {
+    await proxy?.close()
+    await bare?.drop()
+  })
+
+  test('writes to its fenced tables are refused, saying to run migrate; the log says so once', async () => {
+    for (let session = 0; session < 2; session++) {
+      const client = new pg.Client({ connectionString: proxy.url() })
+      await client.connect()
+      try {
+        await client.query('SET app.fencing_token = 5')
+        for (const [table, sql] of [
+          ['payments', 'UPDATE payments SET id = id WHERE id = 1'],
+          ['jobs', "UPDATE jobs SET state = 'done' WHERE id = 1"],
+        ] as const) {
+          const err = await client.query(sql).then(
+            () => null,
+            (e: pg.DatabaseError) => e,
+          )
+          expect({ table, err }).toMatchObject({
+            table,
+            err: {
+              code: 'PF501',
+              message: 'pgfence migrate has not run in this database',
+              hint: 'run pgfence migrate',
+            },
+          })
+        }
+        expect(await sqlstateOf(client.query('SELECT * FROM payments'))).toBe('ok')
+      } finally {
+        await client.end()
+      }
+    }
+    const errors = logs.filter((r) => r.level === 50)
+    expect(errors).toEqual([
+      expect.objectContaining({
+        database: bare.name,
+        msg: 'pgfence migrate has not run in this database (it has no pgfence schema): writes to its fenced tables fail; run pgfence migrate',
+      }),
+    ])
   })
 })

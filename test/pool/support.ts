@@ -22,6 +22,8 @@ export interface NotesPool {
   /** A client logged in through the pool (SCRAM), its errors left to the test. */
   connect(): Promise<pg.Client>
   readonly proxy: TestProxy
+  /** The database's own URL (straight to PostgreSQL). */
+  readonly databaseUrl: string
 }
 
 /**
@@ -57,6 +59,9 @@ export function notesPool(label: string, size: number, limits: ConfigOverrides['
     },
     get proxy() {
       return proxy
+    },
+    get databaseUrl() {
+      return db.url
     },
   }
   return pool

@@ -1,5 +1,7 @@
 import pg from 'pg'
-import { expect, test } from 'vitest'
+import { beforeAll, describe, expect, test } from 'vitest'
+import { waitFor } from '../e2e/support/wait.js'
+import { queryOnce } from '../support/database.js'
 import { sqlstateOf } from '../support/sqlstate.js'
 import { notesPool } from './support.js'
 
@@ -62,4 +64,33 @@ test('a client waiting for the connection is not cut by the query timeout', asyn
   expect((await waited).rows).toEqual([{ v: 2 }])
   await holder.end()
   await waiter.end()
+})
+
+describe('a client that keeps its connection between transactions (native relay)', () => {
+  // Room to spare, so that the client keeps its connection and the native relay carries it.
+  const roomy = notesPool('pool_txn_kept_commit', 2, { queryTimeoutMs: 1500 })
+
+  beforeAll(async () => {
+    // A COMMIT that takes seconds: a deferred constraint trigger sleeps at commit time.
+    await queryOnce(
+      roomy.databaseUrl,
+      `CREATE TABLE slow (id int PRIMARY KEY);
+       CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql
+         AS $$ BEGIN PERFORM pg_sleep(5); RETURN NULL; END $$;
+       CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON slow
+         DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit();`,
+    )
+  })
+
+  test('a named COMMIT prepared before the native relay took over, cut in flight: 08007', async () => {
+    const client = await roomy.connect()
+    const commit = { name: 'fin', text: 'COMMIT' }
+    // Prepared (and run, to no effect) while the JavaScript relay carries the session.
+    await client.query(commit)
+    await waitFor(() => roomy.proxy.nativeSessionCount() === 1, { what: 'the native relay' })
+    await client.query('BEGIN')
+    await client.query('INSERT INTO slow VALUES (1)')
+    // Bind and Execute of the named statement only: nothing in them says COMMIT.
+    expect(await sqlstateOf(client.query(commit))).toBe('08007')
+  })
 })
