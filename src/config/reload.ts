@@ -122,5 +122,11 @@ export function reloadableConfig(running: Config, loaded: Config): Config {
   const next = structuredClone(loaded) as unknown as Tree
   for (const { key, running: value } of keysNeedingRestart(running, loaded))
     setAt(next, key.split('.'), structuredClone(value))
+  // With hosts, host and port are the first host's, as parsed: the file gives one or the other.
+  const upstream = next.upstream as Tree
+  if (upstream.hosts !== undefined) {
+    delete upstream.host
+    delete upstream.port
+  }
   return parseConfig(next, 'config with the running values of the restart-only keys')
 }

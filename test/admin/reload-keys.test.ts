@@ -1,5 +1,4 @@
 import { describe, expect, test } from 'vitest'
-import { z } from 'zod'
 import { parseConfig } from '../../src/config/load.js'
 import {
   keysNeedingRestart,
@@ -7,20 +6,10 @@ import {
   reloadableConfig,
   type ConfigKey,
 } from '../../src/config/reload.js'
+import { schemaKeys } from '../support/schema-keys.js'
 import { configSchema } from '../../src/config/schema.js'
 
 /** The dotted names of the schema's keys that hold a value (a list is one), read from it. */
-function schemaKeys(schema: z.ZodType, prefix = ''): string[] {
-  let inner = schema as z.ZodType & { unwrap?: () => z.ZodType; shape?: object }
-  // Defaults, optionals and the like wrap the schema of the value.
-  while (inner.unwrap && !inner.shape && !(inner instanceof z.ZodArray))
-    inner = inner.unwrap() as typeof inner
-  if (!inner.shape) return [prefix]
-  return Object.entries(inner.shape as Record<string, z.ZodType>).flatMap(([key, value]) =>
-    schemaKeys(value, prefix ? `${prefix}.${key}` : key),
-  )
-}
-
 /** A config with every key set, optional sections included. */
 const base = {
   listen: { host: '127.0.0.1', port: 6432, unixSocketDir: '/tmp' },
@@ -95,7 +84,7 @@ const valueAt = (config: object, key: string): unknown =>
 
 describe('every config key is either applied by a reload or kept until a restart', () => {
   test('the keys classified are exactly the schema keys', () => {
-    const keys = schemaKeys(configSchema)
+    const keys = schemaKeys(configSchema, false)
     expect(keys.length).toBeGreaterThan(30)
     expect(Object.keys(RELOAD_EFFECT).sort()).toEqual([...keys].sort())
     expect(Object.keys(changed).sort()).toEqual([...keys].sort())

@@ -1,32 +1,11 @@
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { expect, test } from 'vitest'
-import { z } from 'zod'
 import { configSchema } from '../../src/config/schema.js'
+import { schemaKeys } from '../support/schema-keys.js'
 
 // The README's configuration tables must name every key of the schema, and no other: the zod
 // schema is the source, so a key added there without its line fails here.
-
-/** The dotted leaf keys of a zod schema; array items are written `key[].item`. */
-function schemaKeys(schema: z.ZodType, prefix = ''): string[] {
-  if (
-    schema instanceof z.ZodDefault ||
-    schema instanceof z.ZodOptional ||
-    schema instanceof z.ZodNullable
-  ) {
-    return schemaKeys(schema.unwrap() as z.ZodType, prefix)
-  }
-  if (schema instanceof z.ZodArray) {
-    const item = schema.element as z.ZodType
-    return item instanceof z.ZodObject ? schemaKeys(item, `${prefix}[]`) : [prefix]
-  }
-  if (schema instanceof z.ZodObject) {
-    return Object.entries(schema.shape as Record<string, z.ZodType>).flatMap(([key, value]) =>
-      schemaKeys(value, prefix ? `${prefix}.${key}` : key),
-    )
-  }
-  return [prefix]
-}
 
 /**
  * The keys in the first column of the tables of the README's "Configuration" section. A key
@@ -53,5 +32,5 @@ function readmeKeys(): string[] {
 test('the README configuration tables list exactly the keys of the config schema', () => {
   const documented = readmeKeys()
   expect(new Set(documented).size).toBe(documented.length)
-  expect(documented.sort()).toEqual(schemaKeys(configSchema).sort())
+  expect(documented.sort()).toEqual(schemaKeys(configSchema, true).sort())
 })
