@@ -72,8 +72,9 @@ async function connect(proxy: TestProxy): Promise<pg.Client> {
   return client
 }
 
-async function consoleRows(proxy: TestProxy, command: string) {
-  const console = new pg.Client({ connectionString: proxy.url('postgres', 'pgfence', '') })
+/** The console logs in as a pooled client does: with the userlist's password. */
+async function consoleRows(proxy: TestProxy, command: string, password = POOL_PASSWORD) {
+  const console = new pg.Client({ connectionString: proxy.url('postgres', 'pgfence', password) })
   await console.connect()
   try {
     return (await console.query<Record<string, string>>(command)).rows
@@ -87,8 +88,8 @@ async function pool(proxy: TestProxy): Promise<Record<string, string>> {
   return rows.find((row) => row.database === db.name)!
 }
 
-async function showConfig(proxy: TestProxy): Promise<Map<string, string>> {
-  const rows = await consoleRows(proxy, 'SHOW CONFIG')
+async function showConfig(proxy: TestProxy, password?: string): Promise<Map<string, string>> {
+  const rows = await consoleRows(proxy, 'SHOW CONFIG', password)
   return new Map(rows.map((row) => [row.key!, row.value!]))
 }
 
@@ -254,7 +255,7 @@ describe('auth.file', () => {
       /cannot read auth.file/,
     )
     expect(await login('rotated')).toBe('ok')
-    const config = await showConfig(proxy)
+    const config = await showConfig(proxy, 'rotated')
     expect(config.get('auth.file')).not.toBe(missing.auth.file)
   })
 })

@@ -21,7 +21,7 @@ afterAll(() => new Promise((resolve) => occupier?.close(resolve)))
 
 async function start(config: object) {
   const file = scratchFile('pgfence.yaml')
-  writeFileSync(file, stringify(config))
+  writeFileSync(file, stringify({ ...config, fencing: { tables: [{ name: 'invoices' }] } }))
   return runCommand(process.execPath, [inject('cliPath'), 'start', '--config', file], {
     timeoutMs: 20_000,
   })
