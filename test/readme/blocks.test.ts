@@ -35,7 +35,11 @@ test('every block marked readme-test is read by a test of that name', () => {
 })
 
 test('the config fragments are valid configs', () => {
-  for (const fragment of [readmeBlock('config-resources'), readmeBlock('config-pool')])
+  for (const fragment of [
+    readmeBlock('config-resources'),
+    readmeBlock('config-pool'),
+    readmeBlock('config-hosts'),
+  ])
     expect(() => parseConfig(parse(fragment))).not.toThrow()
 })
 
