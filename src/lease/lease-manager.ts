@@ -2,24 +2,23 @@ import { randomUUID } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as delay } from 'node:timers/promises'
-import type { Redis } from 'ioredis'
 import { LeaseLostError, LeaseUnavailableError } from './errors.js'
 import { Lease, type Queryable } from './lease.js'
-import { LeaseStore } from './lease-store.js'
+import type { LeaseStore } from './lease-store.js'
 import { closeOnSignals, stopClosingOnSignals } from './shutdown-signals.js'
+import { chosenStore, openLeaseStore, storeIssuesTokens, type StoreChoice } from './store-option.js'
 import { TokenIssuer, type TokenQueryable } from './token-issuer.js'
 
-export interface LeaseManagerOptions {
-  /** Redis URL or an ioredis instance (left open by `close()`). */
-  redis: string | Redis
-  /** PostgreSQL URL (direct, not through the proxy) or a pg.Pool (left open by `close()`). */
-  tokenSource: string | TokenQueryable
-  /** Lease TTL in Redis; default 10 s. */
+export interface LeaseManagerOptions extends StoreChoice {
+  /**
+   * PostgreSQL URL (direct, not through the proxy) or a pg.Pool (left open by `close()`): where
+   * the redis and etcd stores draw tokens. The postgres store draws them in its own database.
+   */
+  tokenSource?: string | TokenQueryable
+  /** Lease TTL in the store; default 10 s (etcd rounds it up to whole seconds). */
   ttlMs?: number
   /** ε, the assumed clock-rate difference in parts per million; default 1000. */
   driftPpm?: number
-  /** The Redis key is keyPrefix + resource; default 'pgfence:lease:'. */
-  keyPrefix?: string
   /** SIGTERM/SIGINT release every lease, close, then exit 0; default true. */
   handleSignals?: boolean
 }
@@ -38,13 +37,14 @@ export interface WithLeaseOptions extends AcquireOptions {
 const retryDelayMs = { min: 10, spread: 40 }
 
 /**
- * Grants leases on named resources: the lease lives in Redis, the fencing token comes from
- * PostgreSQL (`pgfence.next_token()`). Connection errors on its own Redis connection or token
- * pool are emitted as 'connectionError' events; they never throw from a timer.
+ * Grants leases on named resources: the lease lives in the store (PostgreSQL, Redis or etcd),
+ * the fencing token comes from PostgreSQL (`pgfence.next_token()`). Connection errors on its own
+ * store connection or token pool are emitted as 'connectionError' events; they never throw from
+ * a timer.
  */
 export class LeaseManager extends EventEmitter {
   private readonly store: LeaseStore
-  private readonly tokens: TokenIssuer
+  private readonly tokens: TokenIssuer | null
   private readonly ttlMs: number
   private readonly driftPpm: number
   private readonly held = new Set<Lease>()
@@ -59,8 +59,10 @@ export class LeaseManager extends EventEmitter {
       throw new RangeError('driftPpm must be in [0, 1000000)')
     }
     const onError = (err: Error) => this.emit('connectionError', err)
-    this.store = LeaseStore.from(options.redis, options.keyPrefix ?? 'pgfence:lease:', onError)
-    this.tokens = TokenIssuer.from(options.tokenSource, onError)
+    const store = chosenStore(options)
+    const tokenSource = storeIssuesTokens(store) ? null : requiredTokenSource(options.tokenSource)
+    this.store = openLeaseStore(store, options.keyPrefix, onError)
+    this.tokens = tokenSource === null ? null : TokenIssuer.from(tokenSource, onError)
     if (options.handleSignals ?? true) closeOnSignals(this)
   }
 
@@ -76,9 +78,8 @@ export class LeaseManager extends EventEmitter {
     const startedAt = performance.now()
     for (;;) {
       const sentAt = performance.now()
-      if (await this.store.take(resource, owner, this.ttlMs)) {
-        return this.grant(resource, owner, sentAt)
-      }
+      const taken = await this.store.take(resource, owner, this.ttlMs)
+      if (taken) return this.grant(resource, owner, sentAt, taken.token)
       const waitLeft = startedAt + waitMs - performance.now()
       if (waitLeft <= 0) throw new LeaseUnavailableError(resource, waitMs)
       await delay(Math.min(waitLeft, retryDelayMs.min + Math.random() * retryDelayMs.spread))
@@ -114,14 +115,20 @@ export class LeaseManager extends EventEmitter {
     try {
       await Promise.all([...this.held].map((lease) => lease.releaseFor('shutdown')))
     } finally {
-      await Promise.allSettled([this.store.close(), this.tokens.close()])
+      await Promise.allSettled([this.store.close(), this.tokens?.close()])
     }
   }
 
-  private async grant(resource: string, owner: string, sentAt: number): Promise<Lease> {
+  /** `issued`: the token the store drew in the grant itself, if it did. */
+  private async grant(
+    resource: string,
+    owner: string,
+    sentAt: number,
+    issued: bigint | undefined,
+  ): Promise<Lease> {
     let token: bigint
     try {
-      token = await this.tokens.next()
+      token = issued ?? (await this.tokens!.next())
     } catch (err) {
       // The key would expire anyway; the token error is the one worth reporting.
       await this.store.release(resource, owner).catch(() => false)
@@ -145,4 +152,11 @@ export class LeaseManager extends EventEmitter {
     this.held.add(lease)
     return lease
   }
+}
+
+function requiredTokenSource<T>(source: T | undefined): T {
+  if (source === undefined) {
+    throw new TypeError('LeaseManager: tokenSource is required with the redis and etcd stores')
+  }
+  return source
 }

@@ -1,45 +1,23 @@
-import { Redis } from 'ioredis'
-import { defineLeaseScripts } from './scripts.js'
+/**
+ * What `take` answers for a lease it granted: the fencing token when the store draws it in the
+ * grant itself (the postgres store), else none and the manager draws one after the grant.
+ */
+export interface TakenLease {
+  token?: bigint
+}
 
-/** The lease keys in Redis: `SET NX PX` to take, Lua compare-and-pexpire / compare-and-delete. */
-export class LeaseStore {
-  private constructor(
-    readonly redis: Redis,
-    private readonly ownConnection: boolean,
-    private readonly keyPrefix: string,
-  ) {
-    defineLeaseScripts(redis)
-  }
-
-  /** A URL gets a connection of its own, closed by `close()`; an instance passed in stays open. */
-  static from(
-    source: string | Redis,
-    keyPrefix: string,
-    onError: (err: Error) => void,
-  ): LeaseStore {
-    if (typeof source !== 'string') return new LeaseStore(source, false, keyPrefix)
-    const redis = new Redis(source)
-    redis.on('error', onError)
-    return new LeaseStore(redis, true, keyPrefix)
-  }
-
-  keyOf(resource: string): string {
-    return this.keyPrefix + resource
-  }
-
-  async take(resource: string, owner: string, ttlMs: number): Promise<boolean> {
-    return (await this.redis.set(this.keyOf(resource), owner, 'PX', ttlMs, 'NX')) === 'OK'
-  }
-
-  async renew(resource: string, owner: string, ttlMs: number): Promise<boolean> {
-    return (await this.redis.pgfenceLeaseRenew(this.keyOf(resource), owner, ttlMs)) === 1
-  }
-
-  async release(resource: string, owner: string): Promise<boolean> {
-    return (await this.redis.pgfenceLeaseRelease(this.keyOf(resource), owner)) === 1
-  }
-
-  async close(): Promise<void> {
-    if (this.ownConnection) await this.redis.quit()
-  }
+/**
+ * Where leases live: Redis keys, etcd leases or PostgreSQL rows, with the same meaning. Each
+ * lease is a record for `resource` naming its `owner` that the store ends by itself `ttlMs`
+ * after the last take or renewal, by the store's own clock.
+ */
+export interface LeaseStore {
+  /** Creates the record if no live one exists; null when another owner holds it. */
+  take(resource: string, owner: string, ttlMs: number): Promise<TakenLease | null>
+  /** Extends the record by `ttlMs` while it is still live and `owner`'s; false otherwise. */
+  renew(resource: string, owner: string, ttlMs: number): Promise<boolean>
+  /** Ends the record if it is still live and `owner`'s (compare-and-delete); false otherwise. */
+  release(resource: string, owner: string): Promise<boolean>
+  /** Closes connections the store opened itself; ones passed in stay open. */
+  close(): Promise<void>
 }

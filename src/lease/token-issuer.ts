@@ -1,4 +1,5 @@
-import pg from 'pg'
+import type pg from 'pg'
+import { postgresFrom } from './postgres-pool.js'
 
 /** Anything that runs one query and returns rows: a pg.Pool or pg.Client. */
 export interface TokenQueryable {
@@ -15,12 +16,9 @@ export class TokenIssuer {
     private readonly ownPool: pg.Pool | null,
   ) {}
 
-  /** A URL gets a small pool of its own, closed by `close()`; a pool passed in stays open. */
   static from(source: string | TokenQueryable, onError: (err: Error) => void): TokenIssuer {
-    if (typeof source !== 'string') return new TokenIssuer(source, null)
-    const pool = new pg.Pool({ connectionString: source, max: 2 })
-    pool.on('error', onError)
-    return new TokenIssuer(pool, pool)
+    const { db, ownPool } = postgresFrom(source, onError)
+    return new TokenIssuer(db, ownPool)
   }
 
   async next(): Promise<bigint> {
