@@ -62,6 +62,17 @@ export async function startEtcdCluster(size: number) {
     endpoints: members.map((m) => m.clientUrl),
     /** Kills member `i` at once, as a crash would. */
     stop: (i: number) => stop(members[i]!),
+    /** The indexes of the members still running. */
+    running: () => members.flatMap((m, i) => (m.process ? [i] : [])),
+    /** The index of the member that is the Raft leader (and so holds the leases' expiry). */
+    leader: async (): Promise<number> => {
+      for (const [i, m] of members.entries()) {
+        if (!m.process) continue
+        const status = await memberStatus(m.clientUrl)
+        if (status && status.header.member_id === status.leader) return i
+      }
+      throw new Error('no etcd member says it leads')
+    },
     /** Resolves once the members that run agree on a leader (etcd's /health answers true). */
     healthy: (timeoutMs = 20_000) =>
       waitFor(async () => {
@@ -84,6 +95,22 @@ export async function startEtcdCluster(size: number) {
 }
 
 export type EtcdCluster = Awaited<ReturnType<typeof startEtcdCluster>>
+
+/** etcd's own status through its JSON gateway: which member answered, and which leads. */
+async function memberStatus(
+  clientUrl: string,
+): Promise<{ header: { member_id: string }; leader: string } | null> {
+  try {
+    const response = await fetch(`${clientUrl}/v3/maintenance/status`, {
+      method: 'POST',
+      body: '{}',
+      signal: AbortSignal.timeout(1000),
+    })
+    return (await response.json()) as { header: { member_id: string }; leader: string }
+  } catch {
+    return null
+  }
+}
 
 async function health(clientUrl: string): Promise<boolean> {
   try {
