@@ -53,6 +53,11 @@ export class EtcdLeaseStore implements LeaseStore {
       .then(client.put(key).value(owner).lease(id))
       .options(within(ttlMs))
       .commit()
+      .catch(async (err: unknown) => {
+        // Whether or not the put landed, revoking the lease removes its key.
+        await lease.revoke(within(ttlMs)).catch(() => {})
+        throw err
+      })
     if (succeeded) {
       this.held.set(owner, { lease, ttlMs })
       return {}
