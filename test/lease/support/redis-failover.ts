@@ -23,7 +23,8 @@ export async function startRedisFailover() {
     processes.push(child)
     return child
   }
-  const plain = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no']
+  // A replica stores the RDB of its full sync in --dir: the temp dir, never the working directory.
+  const plain = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir]
   const [primaryPort, replicaPort, sentinelPort] = [
     await freePort(),
     await freePort(),
