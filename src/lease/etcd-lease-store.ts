@@ -19,7 +19,6 @@ interface HeldKey {
  * deadline of one TTL: an answer later than that could not grant or extend anything usable.
  */
 export class EtcdLeaseStore implements LeaseStore {
-  readonly name = 'the lease store (etcd)'
   private readonly held = new Map<string, HeldKey>()
 
   private constructor(

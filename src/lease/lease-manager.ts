@@ -54,6 +54,7 @@ const answerMs = 1000
 /** How often acquire looks again, past waitMs, whether an unanswered request's connection failed. */
 const failureCheckMs = 20
 
+const storeName = 'the lease store'
 const tokenSourceName = 'the token source (PostgreSQL)'
 
 /** Thrown inside acquire when the store or token source failed to answer: it retries. */
@@ -183,7 +184,7 @@ export class LeaseManager extends EventEmitter {
       (err: unknown) => {
         // An answer that still comes must not leave the key held for a whole TTL.
         void take.then((lease) => lease && this.store.release(resource, owner)).catch(() => false)
-        return noAnswerFrom(this.store.name)(err)
+        return noAnswerFrom(storeName)(err)
       },
     )
     return taken ? this.grant(resource, owner, sentAt, deadline, taken.token) : null

@@ -12,8 +12,6 @@ export interface TakenLease {
  * after the last take or renewal, by the store's own clock.
  */
 export interface LeaseStore {
-  /** What an error says does not answer: 'the lease store (Redis)'. */
-  readonly name: string
   /** Creates the record if no live one exists; null when another owner holds it. */
   take(resource: string, owner: string, ttlMs: number): Promise<TakenLease | null>
   /** Extends the record by `ttlMs` while it is still live and `owner`'s; false otherwise. */

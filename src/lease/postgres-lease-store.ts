@@ -43,7 +43,6 @@ WHERE resource = $1 AND owner = $2 AND expires_at > clock_timestamp()`
  * clock: each take, renewal and release is one statement.
  */
 export class PostgresLeaseStore implements LeaseStore {
-  readonly name = 'the lease store (PostgreSQL)'
   private constructor(
     private readonly db: LeaseQueryable,
     private readonly ownPool: pg.Pool | null,

@@ -4,7 +4,6 @@ import { defineLeaseScripts } from './scripts.js'
 
 /** The lease keys in Redis: `SET NX PX` to take, Lua compare-and-pexpire / compare-and-delete. */
 export class RedisLeaseStore implements LeaseStore {
-  readonly name = 'the lease store (Redis)'
   /** The last error of an own connection since it was last ready. */
   private lastError: Error | undefined
 
