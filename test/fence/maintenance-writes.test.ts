@@ -146,6 +146,9 @@ test('a switch and a write in one read: the write follows the switch, cached tem
   await seed()
   const client = await connect()
   expect(await writeFence(client, 40)).toEqual(['PF501', '100'])
+  // node-postgres settles a failed query at its ErrorResponse: the ReadyForQuery after it must
+  // reach node-postgres (it runs the next query only then), not the raw reads below.
+  await client.query('SELECT 1')
   const update = 'UPDATE invoices SET fencing_token = 41 WHERE id = 99'
   const on = await pipelined(client, 'SET pgfence.maintenance = on', update)
   expect(on).toEqual(['SET', 'UPDATE 1'])
