@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as delay } from 'node:timers/promises'
-import type { Redis } from 'ioredis'
 import { answerWithin } from './answer-within.js'
 import {
   isServerAnswer,
@@ -11,21 +10,21 @@ import {
   type Unreachable,
 } from './errors.js'
 import { Lease, type Queryable } from './lease.js'
-import { LeaseStore } from './lease-store.js'
+import type { LeaseStore } from './lease-store.js'
 import { closeOnSignals, stopClosingOnSignals } from './shutdown-signals.js'
+import { chosenStore, openLeaseStore, storeIssuesTokens, type StoreChoice } from './store-option.js'
 import { TokenIssuer, type TokenQueryable } from './token-issuer.js'
 
-export interface LeaseManagerOptions {
-  /** Redis URL or an ioredis instance (left open by `close()`). */
-  redis: string | Redis
-  /** PostgreSQL URL (direct, not through the proxy) or a pg.Pool (left open by `close()`). */
-  tokenSource: string | TokenQueryable
-  /** Lease TTL in Redis; default 10 s. */
+export interface LeaseManagerOptions extends StoreChoice {
+  /**
+   * PostgreSQL URL (direct, not through the proxy) or a pg.Pool (left open by `close()`): where
+   * the redis and etcd stores draw tokens. The postgres store draws them in its own database.
+   */
+  tokenSource?: string | TokenQueryable
+  /** Lease TTL in the store; default 10 s (etcd rounds it up to whole seconds). */
   ttlMs?: number
   /** ε, the assumed clock-rate difference in parts per million; default 1000. */
   driftPpm?: number
-  /** The Redis key is keyPrefix + resource; default 'pgfence:lease:'. */
-  keyPrefix?: string
   /** SIGTERM/SIGINT release every lease, close, then exit 0; default true. */
   handleSignals?: boolean
 }
@@ -55,7 +54,6 @@ const answerMs = 1000
 /** How often acquire looks again, past waitMs, whether an unanswered request's connection failed. */
 const failureCheckMs = 20
 
-const storeName = 'the lease store (Redis)'
 const tokenSourceName = 'the token source (PostgreSQL)'
 
 /** Thrown inside acquire when the store or token source failed to answer: it retries. */
@@ -72,22 +70,15 @@ function noAnswerFrom(source: string): (error: unknown) => never {
   }
 }
 
-/** The option's value, or a TypeError that names it and says what it takes. */
-function required<T>(value: T | undefined, name: string, what: string): T {
-  if (value === undefined || value === null || value === '') {
-    throw new TypeError(`LeaseManager: the option ${name} is missing; it takes ${what}`)
-  }
-  return value
-}
-
 /**
- * Grants leases on named resources: the lease lives in Redis, the fencing token comes from
- * PostgreSQL (`pgfence.next_token()`). Connection errors on its own Redis connection or token
- * pool are emitted as 'connectionError' events; they never throw from a timer.
+ * Grants leases on named resources: the lease lives in the store (PostgreSQL, Redis or etcd),
+ * the fencing token comes from PostgreSQL (`pgfence.next_token()`). Connection errors on its own
+ * store connection or token pool are emitted as 'connectionError' events; they never throw from
+ * a timer.
  */
 export class LeaseManager extends EventEmitter {
   private readonly store: LeaseStore
-  private readonly tokens: TokenIssuer
+  private readonly tokens: TokenIssuer | null
   private readonly ttlMs: number
   private readonly driftPpm: number
   private readonly held = new Set<Lease>()
@@ -101,15 +92,11 @@ export class LeaseManager extends EventEmitter {
     if (!(this.driftPpm >= 0 && this.driftPpm < 1_000_000)) {
       throw new RangeError('driftPpm must be in [0, 1000000)')
     }
-    const redis = required(options.redis, 'redis', 'a Redis URL or an ioredis instance')
-    const tokenSource = required(
-      options.tokenSource,
-      'tokenSource',
-      'a PostgreSQL URL (directly, not through pgfence) or a pg.Pool',
-    )
     const onError = (err: Error) => this.emit('connectionError', err)
-    this.store = LeaseStore.from(redis, options.keyPrefix ?? 'pgfence:lease:', onError)
-    this.tokens = TokenIssuer.from(tokenSource, onError)
+    const store = chosenStore(options)
+    const tokenSource = storeIssuesTokens(store) ? null : requiredTokenSource(options.tokenSource)
+    this.store = openLeaseStore(store, options.keyPrefix, onError)
+    this.tokens = tokenSource === null ? null : TokenIssuer.from(tokenSource, onError)
     if (options.handleSignals ?? true) closeOnSignals(this)
   }
 
@@ -176,7 +163,7 @@ export class LeaseManager extends EventEmitter {
         ),
       )
     } finally {
-      await Promise.allSettled([this.store.close(), this.tokens.close()])
+      await Promise.allSettled([this.store.close(), this.tokens?.close()])
     }
   }
 
@@ -195,11 +182,11 @@ export class LeaseManager extends EventEmitter {
     const taken = await this.answered(take, sentAt, deadline, () => this.store.failure()).catch(
       (err: unknown) => {
         // An answer that still comes must not leave the key held for a whole TTL.
-        void take.then((ok) => ok && this.store.release(resource, owner)).catch(() => false)
-        return noAnswerFrom(storeName)(err)
+        void take.then((lease) => lease && this.store.release(resource, owner)).catch(() => false)
+        return noAnswerFrom(this.store.name)(err)
       },
     )
-    return taken ? this.grant(resource, owner, sentAt, deadline) : null
+    return taken ? this.grant(resource, owner, sentAt, deadline, taken.token) : null
   }
 
   /**
@@ -223,10 +210,13 @@ export class LeaseManager extends EventEmitter {
     owner: string,
     sentAt: number,
     deadline: number,
+    issued: bigint | undefined,
   ): Promise<Lease> {
     let token: bigint
     try {
-      token = await this.answered(this.tokens.next(), performance.now(), deadline, () => undefined)
+      token =
+        issued ??
+        (await this.answered(this.tokens!.next(), performance.now(), deadline, () => undefined))
     } catch (err) {
       // The key would expire anyway; the token error is the one worth reporting.
       const release = this.store.release(resource, owner)
@@ -253,4 +243,11 @@ export class LeaseManager extends EventEmitter {
     this.held.add(lease)
     return lease
   }
+}
+
+function requiredTokenSource<T>(source: T | undefined): T {
+  if (source === undefined) {
+    throw new TypeError('LeaseManager: tokenSource is required with the redis and etcd stores')
+  }
+  return source
 }

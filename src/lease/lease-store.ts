@@ -1,70 +1,30 @@
-import { Redis } from 'ioredis'
-import { defineLeaseScripts } from './scripts.js'
+/**
+ * What `take` answers for a lease it granted: the fencing token when the store draws it in the
+ * grant itself (the postgres store), else none and the manager draws one after the grant.
+ */
+export interface TakenLease {
+  token?: bigint
+}
 
-/** The lease keys in Redis: `SET NX PX` to take, Lua compare-and-pexpire / compare-and-delete. */
-export class LeaseStore {
-  /** The last error of an own connection since it was last ready. */
-  private lastError: Error | undefined
-
-  private constructor(
-    readonly redis: Redis,
-    private readonly ownConnection: boolean,
-    private readonly keyPrefix: string,
-  ) {
-    defineLeaseScripts(redis)
-  }
-
-  /** A URL gets a connection of its own, closed by `close()`; an instance passed in stays open. */
-  static from(
-    source: string | Redis,
-    keyPrefix: string,
-    onError: (err: Error) => void,
-  ): LeaseStore {
-    if (typeof source !== 'string') return new LeaseStore(source, false, keyPrefix)
-    // close() disconnects a connection that is down; ioredis would otherwise keep a timer for
-    // its already closed socket (disconnectTimeout, 2 s) that holds the process open.
-    const redis = new Redis(source, { disconnectTimeout: 0 })
-    const store = new LeaseStore(redis, true, keyPrefix)
-    redis.on('error', (err: Error) => {
-      store.lastError = err
-      onError(err)
-    })
-    redis.on('ready', () => (store.lastError = undefined))
-    return store
-  }
-
+/**
+ * Where leases live: Redis keys, etcd leases or PostgreSQL rows, with the same meaning. Each
+ * lease is a record for `resource` naming its `owner` that the store ends by itself `ttlMs`
+ * after the last take or renewal, by the store's own clock.
+ */
+export interface LeaseStore {
+  /** What an error says does not answer: 'the lease store (Redis)'. */
+  readonly name: string
+  /** Creates the record if no live one exists; null when another owner holds it. */
+  take(resource: string, owner: string, ttlMs: number): Promise<TakenLease | null>
+  /** Extends the record by `ttlMs` while it is still live and `owner`'s; false otherwise. */
+  renew(resource: string, owner: string, ttlMs: number): Promise<boolean>
+  /** Ends the record if it is still live and `owner`'s (compare-and-delete); false otherwise. */
+  release(resource: string, owner: string): Promise<boolean>
   /**
-   * Why the store does not answer now: the connection is down and has failed (its last error, or
-   * that it is reconnecting after a close). Undefined while it is up or still making its first
-   * connection: a request may then still be answered.
+   * Why the store does not answer now (its connection is down, with its last error); undefined
+   * while it may still answer. Lets acquire give up at waitMs without waiting out a request.
    */
-  failure(): Error | undefined {
-    const { status } = this.redis
-    if (status === 'ready') return undefined
-    if (this.lastError) return this.lastError
-    return status === 'reconnecting' ? new Error('the Redis connection is reconnecting') : undefined
-  }
-
-  keyOf(resource: string): string {
-    return this.keyPrefix + resource
-  }
-
-  async take(resource: string, owner: string, ttlMs: number): Promise<boolean> {
-    return (await this.redis.set(this.keyOf(resource), owner, 'PX', ttlMs, 'NX')) === 'OK'
-  }
-
-  async renew(resource: string, owner: string, ttlMs: number): Promise<boolean> {
-    return (await this.redis.pgfenceLeaseRenew(this.keyOf(resource), owner, ttlMs)) === 1
-  }
-
-  async release(resource: string, owner: string): Promise<boolean> {
-    return (await this.redis.pgfenceLeaseRelease(this.keyOf(resource), owner)) === 1
-  }
-
-  /** QUIT waits for the connection to come back while commands are queued: a down one just ends. */
-  async close(): Promise<void> {
-    if (!this.ownConnection) return
-    if (this.redis.status === 'ready') await this.redis.quit()
-    else this.redis.disconnect()
-  }
+  failure(): Error | undefined
+  /** Closes connections the store opened itself; ones passed in stay open. */
+  close(): Promise<void>
 }

@@ -3,9 +3,10 @@
  *
  *   T_valid = T_lease × (1 − ε)
  *
- * ε (driftPpm / 10⁶) bounds the rate difference between this clock and Redis's. The design's
- * `− d_RTT` term is not needed because the window is counted from when the acquire or renewal
- * request was *sent*: Redis starts its TTL later than that, so the local window ends first.
+ * ε (driftPpm / 10⁶) bounds the rate difference between this clock and the lease store's. The
+ * design's `− d_RTT` term is not needed because the window is counted from when the acquire or
+ * renewal request was *sent*: the store starts its TTL later than that, so the local window ends
+ * first.
  */
 export function validityMs(ttlMs: number, driftPpm: number): number {
   return ttlMs * (1 - driftPpm / 1_000_000)

@@ -4,6 +4,7 @@ import { qualifiedName, quoteLiteral } from '../rewrite/sql-text.js'
 import { fenceDescendantsSql, recordRowFenceSql } from './fence-descendants.js'
 import { fenceHelpersSql } from './fence-helpers.js'
 import { fenceTriggersSql } from './fence-triggers.js'
+import { leaseTableSql } from './lease-table.js'
 import type { ResolvedTable } from './resolve-tables.js'
 import { columnFixes, columnFixSql } from './fence-columns.js'
 import { resourceFencesSql } from './resource-fences.js'
@@ -15,7 +16,8 @@ const migrationLockKey = 0x7066656e6365
 
 /**
  * Everything `pgfence migrate` runs, in one transaction, idempotently: the pgfence schema, the
- * helpers, the token source, the resource fences, the maintenance role, the event trigger that
+ * helpers, the token source, the lease table of the postgres lease store, the resource fences,
+ * the maintenance role, the event trigger that
  * fences tables joining a fenced tree later (fence-descendants.ts), for each fenced table its
  * fence column if missing, its fence triggers (see fence-triggers.ts) and its record, and for
  * each member table of a fixed resource its gate (resource-gates.ts). Adding a
@@ -66,6 +68,7 @@ export function installSql(fencing: FencingConfig, resolved?: ResolvedTable[]): 
     'GRANT USAGE ON SCHEMA pgfence TO PUBLIC;',
     fenceHelpersSql.trim(),
     tokenSourceSql.trim(),
+    leaseTableSql.trim(),
     resourceFencesSql.trim(),
     fenceTriggersSql.trim(),
     resourceGatesSql.trim(),

@@ -1,5 +1,4 @@
 import { performance } from 'node:perf_hooks'
-import { Redis } from 'ioredis'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
@@ -7,39 +6,36 @@ import {
   LeaseManager,
   LeaseUnavailableError,
   type Lease,
+  type LeaseManagerOptions,
 } from '../../src/lease/index.js'
 import type { TestDatabase } from '../support/database.js'
-import { createTestDatabase } from '../support/database.js'
 import { startFreezableProxy } from './support/freezable-proxy.js'
 import {
   abortReason,
-  connectRedis,
   createTokenDatabase,
   managerFactory,
   redisUrl,
+  runSql,
   uniqueKeyPrefix,
 } from './support/lease-fixtures.js'
+import { openStoreFixture, storeKinds, type StoreFixture } from './support/lease-stores.js'
 
-const ttlMs = 300
+// Long enough for a loaded machine to answer a renewal well within ttl/3.
+const ttlMs = 600
 const keyPrefix = uniqueKeyPrefix('lease-manager')
 let db: TestDatabase
-let redis: Redis
 let tokenPool: pg.Pool
-let managers: ReturnType<typeof managerFactory>
 
 beforeAll(async () => {
   db = await createTokenDatabase('lease_manager')
-  redis = connectRedis()
-  // One warm pool: a cold connection could take longer than the short TTLs used here.
+  // One warm pool, as many connections as the tests use at once: a cold connection could take
+  // longer than the short TTLs used here.
   tokenPool = new pg.Pool({ connectionString: db.url })
-  await tokenPool.query('SELECT pgfence.next_token()')
-  managers = managerFactory({ tokenSource: tokenPool, ttlMs, keyPrefix })
+  await Promise.all(Array.from({ length: 6 }, () => tokenPool.query('SELECT pg_sleep(0.05)')))
 })
 
 afterAll(async () => {
-  await managers.closeAll()
   await tokenPool.end()
-  redis.disconnect()
   await db.drop()
 })
 
@@ -57,7 +53,24 @@ async function expectLost(lease: Lease, reason: string): Promise<LeaseLostError>
   return error as LeaseLostError
 }
 
-describe('LeaseManager', () => {
+describe.each(storeKinds)('LeaseManager with the %s store', (kind) => {
+  let store: StoreFixture
+  let managers: ReturnType<typeof managerFactory>
+
+  beforeAll(async () => {
+    store = openStoreFixture(kind, { databaseUrl: db.url, keyPrefix })
+    // The postgres store shares the warm pool: its own would start cold.
+    const option = kind === 'postgres' ? { postgres: tokenPool } : store.option()
+    managers = managerFactory({ store: option, tokenSource: tokenPool, ttlMs, keyPrefix })
+    // The store is up before the short TTLs start counting.
+    await (await managers.create().acquire('warm-up')).release()
+  })
+
+  afterAll(async () => {
+    await managers.closeAll()
+    await store.close()
+  })
+
   it('refuses a second holder while the first renews for several TTLs', async () => {
     const first = managers.create()
     const second = managers.create()
@@ -70,7 +83,7 @@ describe('LeaseManager', () => {
     expect(performance.now() - startedAt).toBeGreaterThanOrEqual(waitMs)
     expect(lease.signal.aborted).toBe(false)
     expect(lease.remainingMs()).toBeGreaterThan(0)
-    expect(await redis.pttl(keyPrefix + 'exclusive')).toBeGreaterThan(0)
+    expect(await store.held('exclusive')).toBe(true)
 
     expect(await lease.release()).toBe(true)
     const next = await second.acquire('exclusive')
@@ -87,20 +100,20 @@ describe('LeaseManager', () => {
     await lease.release()
   })
 
-  it('aborts a holder whose key was deleted within ttl/3, and its release spares the new key', async () => {
+  it('aborts a holder whose record was deleted within ttl/3, and its release spares the new one', async () => {
     const old = await managers.create().acquire('stolen')
-    const key = keyPrefix + 'stolen'
     const deletedAt = performance.now()
-    expect(await redis.del(key)).toBe(1)
+    await store.remove('stolen')
+    expect(await store.held('stolen')).toBe(false)
     const thief = await managers.create().acquire('stolen')
 
     await expectLost(old, 'lost')
     expect(performance.now() - deletedAt).toBeLessThan(ttlMs / 3 + 150)
     expect(old.remainingMs()).toBeLessThanOrEqual(0)
     expect(await old.release()).toBe(false)
-    expect(await redis.exists(key)).toBe(1)
+    expect(await store.held('stolen')).toBe(true)
     expect(await thief.release()).toBe(true)
-    expect(await redis.exists(key)).toBe(0)
+    expect(await store.held('stolen')).toBe(false)
   })
 
   it('is over at once after the event loop was blocked longer than the TTL', async () => {
@@ -116,28 +129,30 @@ describe('LeaseManager', () => {
   })
 
   it('aborts when a renewal gets no ack within ttl/3', async () => {
-    const proxy = await startFreezableProxy(new URL(redisUrl()))
-    const connection = new Redis(proxy.url)
+    const proxy = await startFreezableProxy(new URL(store.url))
     const manager = new LeaseManager({
-      redis: connection,
+      store: store.via(proxy.url),
       tokenSource: tokenPool,
       ttlMs,
       keyPrefix,
       handleSignals: false,
     })
-    const lease = await manager.acquire('unanswered')
-    proxy.freeze()
-    const frozenAt = performance.now()
-    const error = await expectLost(lease, 'lost')
-    expect(String((error.cause as Error).message)).toMatch(/no ack/)
-    expect(performance.now() - frozenAt).toBeLessThan((2 * ttlMs) / 3 + 150)
-    connection.disconnect()
-    await expect(manager.close()).rejects.toThrow(/Connection is closed/)
-    await proxy.close()
+    try {
+      const lease = await manager.acquire('unanswered')
+      proxy.freeze()
+      const frozenAt = performance.now()
+      const error = await expectLost(lease, 'lost')
+      expect(String((error.cause as Error).message)).toMatch(/no ack/)
+      expect(performance.now() - frozenAt).toBeLessThan((2 * ttlMs) / 3 + 150)
+    } finally {
+      await proxy.close()
+    }
+    // The release at close cannot reach the store any more.
+    await expect(manager.close()).rejects.toThrow()
   })
 
   it('issues strictly increasing bigint tokens across managers and resources', async () => {
-    const a = managers.create({ tokenSource: db.url, ttlMs: 10_000 })
+    const a = managers.create({ store: store.option(), tokenSource: db.url, ttlMs: 10_000 })
     const b = managers.create({ keyPrefix: uniqueKeyPrefix('lease-manager-b') })
     const tokens: bigint[] = []
     for (let round = 0; round < 5; round++) {
@@ -167,16 +182,19 @@ describe('LeaseManager', () => {
   it('keeps tokens exact above 2^53', async () => {
     const big = await createTokenDatabase('lease_big_tokens')
     try {
-      const client = new pg.Client({ connectionString: big.url })
-      await client.connect()
+      await runSql(big.url, "SELECT setval('pgfence.token_seq', 9007199254)")
+      const { rows } = await runSql(big.url, 'SELECT pgfence.timeline()::text AS timeline')
+      const manager = managers.create({
+        store: kind === 'postgres' ? store.option(big.url) : store.option(),
+        tokenSource: big.url,
+        ttlMs: 10_000,
+      })
+      const lease = await manager.acquire('big')
       // Every token carries its timeline above 2^62 (src/schema/token-source.ts).
-      await client.query("SELECT setval('pgfence.token_seq', 9007199254)")
-      const { rows } = await client.query('SELECT pgfence.timeline()::text AS timeline')
-      await client.end()
-      const lease = await managers.create({ tokenSource: big.url, ttlMs: 10_000 }).acquire('big')
       expect(lease.token).toBe(2n ** 62n + BigInt(rows[0].timeline) * 2n ** 40n + 9007199255n)
       expect(lease.token > 2n ** 53n).toBe(true)
       await lease.release()
+      await manager.close()
     } finally {
       await big.drop()
     }
@@ -204,36 +222,62 @@ describe('LeaseManager', () => {
     })
     await expect(work).rejects.toThrow('work failed')
     await expectLost(seen!, 'released')
-    expect(await redis.exists(keyPrefix + 'throws')).toBe(0)
+    expect(await store.held('throws')).toBe(false)
   })
 
-  it('close() ends every lease with "shutdown" and removes the keys', async () => {
+  it('close() ends every lease with "shutdown" and removes the records', async () => {
     const manager = managers.create()
     const leases = await Promise.all(['s1', 's2'].map((resource) => manager.acquire(resource)))
+    expect(await store.held('s1')).toBe(true)
     await manager.close()
     for (const lease of leases) await expectLost(lease, 'shutdown')
-    expect(await redis.exists(keyPrefix + 's1', keyPrefix + 's2')).toBe(0)
+    expect([await store.held('s1'), await store.held('s2')]).toEqual([false, false])
     await expect(manager.acquire('s3')).rejects.toThrow(/closed/)
   })
 
-  it('names a missing redis or tokenSource option at construction', () => {
-    const options = { redis: redisUrl(), tokenSource: db.url, handleSignals: false }
-    expect(() => new LeaseManager({ ...options, tokenSource: undefined! })).toThrow(
-      /option tokenSource is missing; it takes a PostgreSQL URL/,
+  it('leaves no lease behind when no token can be drawn', async () => {
+    // The last token drawn becomes the sequence's maximum: the next one cannot be drawn.
+    await runSql(
+      db.url,
+      `DO $$ BEGIN
+        PERFORM pgfence.next_token();
+        EXECUTE format('ALTER SEQUENCE pgfence.token_seq MAXVALUE %s',
+          (SELECT last_value FROM pgfence.token_seq));
+      END $$`,
     )
-    expect(() => new LeaseManager({ ...options, redis: undefined! })).toThrow(
-      /option redis is missing; it takes a Redis URL/,
-    )
+    try {
+      await expect(managers.create().acquire('no-token')).rejects.toMatchObject({
+        code: '2200H',
+      })
+      expect(await store.held('no-token')).toBe(false)
+    } finally {
+      await runSql(db.url, 'ALTER SEQUENCE pgfence.token_seq NO MAXVALUE')
+    }
+  })
+})
+
+describe('LeaseManager options', () => {
+  it('keeps the top-level redis option of v2', async () => {
+    const manager = new LeaseManager({
+      redis: redisUrl(),
+      tokenSource: db.url,
+      keyPrefix,
+      handleSignals: false,
+    })
+    const lease = await manager.acquire('v2-option')
+    expect(lease.token).toBeGreaterThan(0n)
+    await manager.close()
   })
 
-  it('gives the key back when no token can be drawn', async () => {
-    const bare = await createTestDatabase('lease_no_token_source')
-    try {
-      const manager = managers.create({ tokenSource: bare.url })
-      await expect(manager.acquire('no-token')).rejects.toMatchObject({ code: '3F000' })
-      expect(await redis.exists(keyPrefix + 'no-token')).toBe(0)
-    } finally {
-      await bare.drop()
-    }
+  it('refuses a store it cannot name, two stores, or a missing token source', () => {
+    const refuse = (options: object, message: RegExp) =>
+      expect(
+        () => new LeaseManager({ handleSignals: false, ...(options as LeaseManagerOptions) }),
+      ).toThrow(message)
+    refuse({ tokenSource: db.url }, /store must be/)
+    refuse({ store: { mysql: db.url }, tokenSource: db.url }, /store must be/)
+    refuse({ store: { postgres: db.url }, redis: redisUrl() }, /either store or redis/)
+    refuse({ store: { redis: redisUrl() } }, /tokenSource is required/)
+    refuse({ store: { etcd: 'http://127.0.0.1:1' } }, /tokenSource is required/)
   })
 })

@@ -1,19 +1,13 @@
 import { fork } from 'node:child_process'
 import { once } from 'node:events'
-import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { TestDatabase } from '../support/database.js'
 import { buildScripts } from './support/build-scripts.js'
-import {
-  connectRedis,
-  createTokenDatabase,
-  redisUrl,
-  uniqueKeyPrefix,
-} from './support/lease-fixtures.js'
+import { createTokenDatabase, uniqueKeyPrefix } from './support/lease-fixtures.js'
+import { openStoreFixture, storeKinds, type StoreFixture } from './support/lease-stores.js'
 
 const keyPrefix = uniqueKeyPrefix('signals')
 let db: TestDatabase
-let redis: Redis
 let scripts: Awaited<ReturnType<typeof buildScripts>>
 
 beforeAll(async () => {
@@ -21,32 +15,42 @@ beforeAll(async () => {
     createTokenDatabase('lease_signals'),
     buildScripts({ 'hold-lease': 'test/lease/fixtures/hold-lease.ts' }),
   ])
-  redis = connectRedis()
 })
 
 afterAll(async () => {
-  redis.disconnect()
   scripts.remove()
   await db.drop()
 })
 
-describe('handleSignals', () => {
+describe.each(storeKinds)('handleSignals with the %s store', (kind) => {
+  let store: StoreFixture
+
+  beforeAll(() => {
+    store = openStoreFixture(kind, { databaseUrl: db.url, keyPrefix })
+  })
+
+  afterAll(() => store.close())
+
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     it(`${signal} releases the lease and exits 0`, async () => {
       const child = fork(scripts.path('hold-lease'), {
-        env: { ...process.env, REDIS_URL: redisUrl(), DATABASE_URL: db.url, KEY_PREFIX: keyPrefix },
+        env: {
+          ...process.env,
+          LEASE_STORE: JSON.stringify(store.option()),
+          DATABASE_URL: db.url,
+          KEY_PREFIX: keyPrefix,
+        },
         stdio: 'inherit',
       })
       const exited = once(child, 'exit')
       const [message] = (await once(child, 'message')) as [{ token: string }]
       expect(BigInt(message.token)).toBeGreaterThan(0n)
-      const key = keyPrefix + 'held-by-child'
-      expect(await redis.pttl(key)).toBeGreaterThan(20_000)
+      expect(await store.held('held-by-child')).toBe(true)
 
       child.kill(signal)
       const [code, killedBy] = await exited
       expect({ code, killedBy }).toEqual({ code: 0, killedBy: null })
-      expect(await redis.exists(key)).toBe(0)
+      expect(await store.held('held-by-child')).toBe(false)
     })
   }
 })

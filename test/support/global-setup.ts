@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { TestProject } from 'vitest/node'
-import { findPostgres, findRedis } from './services.js'
+import { findEtcd, findPostgres, findRedis } from './services.js'
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url))
 
@@ -14,6 +14,8 @@ declare module 'vitest' {
     postgresUrl: string
     /** Redis URL, or '' when none could be found or started. */
     redisUrl: string
+    /** etcd client URL, or '' when none was given and no `etcd` binary is installed. */
+    etcdUrl: string
     /** The built CLI (`dist/cli/main.js`), compiled from the current sources for this run. */
     cliPath: string
     /** A directory for the run's files (userlists...), removed when the run ends. */
@@ -21,7 +23,7 @@ declare module 'vitest' {
   }
 }
 
-/** Finds PostgreSQL and Redis once for the whole run; stops whatever it started. */
+/** Finds PostgreSQL, Redis and etcd once for the whole run; stops whatever it started. */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   // Tests that spawn `pgfence` run what the sources say now, not an older build.
   execFileSync(
@@ -35,12 +37,15 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('cliPath', `${repoRoot}dist/cli/main.js`)
   const postgres = await findPostgres()
   const redis = await findRedis()
+  const etcd = await findEtcd()
   project.provide('postgresUrl', postgres.url)
   project.provide('redisUrl', redis?.url ?? '')
+  project.provide('etcdUrl', etcd?.url ?? '')
   const scratchDir = mkdtempSync(join(tmpdir(), 'pgfence-test-'))
   project.provide('scratchDir', scratchDir)
   return async () => {
     rmSync(scratchDir, { recursive: true, force: true })
+    await etcd?.stop()
     await redis?.stop()
     await postgres.stop()
   }

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import net from 'node:net'
 import pg from 'pg'
+import { etcdInstalled, startEtcdCluster } from './etcd.js'
 
 export interface Service {
   url: string
@@ -128,4 +129,13 @@ export async function findRedis(): Promise<Service | null> {
     return { url, stop: async () => void (await container.stop()) }
   }
   return null
+}
+
+/** An explicit URL, then a one-member etcd of its own if `etcd` is installed; else null. */
+export async function findEtcd(): Promise<Service | null> {
+  const explicit = process.env.PGFENCE_TEST_ETCD_URL
+  if (explicit) return { url: explicit, stop: nothingToStop }
+  if (!etcdInstalled()) return null
+  const cluster = await startEtcdCluster(1)
+  return { url: cluster.endpoints[0]!, stop: cluster.remove }
 }

@@ -1,11 +1,11 @@
 import net from 'node:net'
 
-/** A TCP relay to Redis that can stop answering: requests go out, nothing comes back. */
+/** A TCP relay to a store that can stop answering: requests go out, nothing comes back. */
 export async function startFreezableProxy(target: URL) {
   let frozen = false
   const sockets = new Set<net.Socket>()
   const server = net.createServer((client) => {
-    const upstream = net.connect(Number(target.port || 6379), target.hostname)
+    const upstream = net.connect(Number(target.port), target.hostname)
     sockets.add(client).add(upstream)
     client.on('data', (chunk) => upstream.write(chunk))
     upstream.on('data', (chunk) => frozen || client.write(chunk))
@@ -18,8 +18,11 @@ export async function startFreezableProxy(target: URL) {
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const { port } = server.address() as net.AddressInfo
+  // The target's URL (scheme, user, database) with the relay's address in place of the target's.
+  const url = new URL(target)
+  url.host = `127.0.0.1:${port}`
   return {
-    url: `redis://127.0.0.1:${port}`,
+    url: url.toString(),
     freeze: () => void (frozen = true),
     close: async () => {
       for (const socket of sockets) socket.destroy()

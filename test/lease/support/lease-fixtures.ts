@@ -3,7 +3,7 @@ import { Redis } from 'ioredis'
 import pg from 'pg'
 import { inject } from 'vitest'
 import { LeaseManager, type LeaseManagerOptions } from '../../../src/lease/index.js'
-import { tokenSourceSql } from '../../../src/schema/token-source.js'
+import { fencingConfig, installFencing } from '../../fence/support.js'
 import { createTestDatabase, type TestDatabase } from '../../support/database.js'
 
 /** A key prefix no other test file uses, so files can run in parallel on one Redis. */
@@ -11,10 +11,13 @@ export function uniqueKeyPrefix(label: string): string {
   return `pgfence-test:${label}:${randomBytes(4).toString('hex')}:`
 }
 
-/** A test database with `pgfence.next_token()` installed, as `pgfence migrate` would. */
+/**
+ * A test database migrated as `pgfence migrate` does with no fenced table: it has
+ * `pgfence.next_token()` and the postgres lease store's `pgfence.leases`.
+ */
 export async function createTokenDatabase(label: string): Promise<TestDatabase> {
   const db = await createTestDatabase(label)
-  await runSql(db.url, tokenSourceSql)
+  await installFencing(db.url, fencingConfig())
   return db
 }
 
@@ -38,16 +41,19 @@ export function connectRedis(): Redis {
   return new Redis(redisUrl())
 }
 
-/** Managers for one test file; `closeAll` in afterAll. Signals stay with the test runner. */
-export function managerFactory(defaults: Omit<LeaseManagerOptions, 'redis'>) {
+/**
+ * Managers for one test file (on Redis unless a `store` is given); `closeAll` in afterAll.
+ * Signals stay with the test runner.
+ */
+export function managerFactory(defaults: LeaseManagerOptions) {
   const managers: LeaseManager[] = []
   return {
-    create(options: Partial<LeaseManagerOptions> = {}): LeaseManager {
+    create(options: LeaseManagerOptions = {}): LeaseManager {
+      const named = { ...defaults, ...options }
       const manager = new LeaseManager({
-        redis: redisUrl(),
         handleSignals: false,
-        ...defaults,
-        ...options,
+        ...(named.store || named.redis ? {} : { store: { redis: redisUrl() } }),
+        ...named,
       })
       managers.push(manager)
       return manager
