@@ -85,14 +85,25 @@ export class SqlProbe {
   }
 }
 
-/** Patroni's REST API: GET /primary answers 200 on the node that holds the leader key. */
+/**
+ * Patroni's REST API: GET /primary answers 200 on the node that holds the leader key. One
+ * request at a time: a node slow to answer (a frozen Patroni) is asked once, however many
+ * rounds of checks pass meanwhile.
+ */
 export class PatroniProbe {
+  private asking: Promise<NodeRole> | null = null
+
   constructor(
     private readonly url: string,
     private readonly timeoutMs: number,
   ) {}
 
-  async role(): Promise<NodeRole> {
+  role(): Promise<NodeRole> {
+    this.asking ??= this.ask().finally(() => (this.asking = null))
+    return this.asking
+  }
+
+  private async ask(): Promise<NodeRole> {
     try {
       const response = await fetch(new URL('primary', withSlash(this.url)), {
         signal: AbortSignal.timeout(this.timeoutMs),

@@ -147,15 +147,44 @@ class PrimaryTracker implements Upstream {
   }
 
   private async probeAll(): Promise<void> {
-    const roles = await Promise.all(this.probes.map((probe) => probe.role()))
+    const roles = await this.answers()
     if (this.closed) return
-    const fit = (node: UpstreamNode) => this.qualifies(roles[this.nodes.indexOf(node)]!)
-    const next =
-      this.followed && fit(this.followed)
-        ? this.followed
-        : (this.nodes.find((node) => fit(node)) ?? null)
+    const fit = (node: UpstreamNode) => {
+      const role = roles[this.nodes.indexOf(node)]
+      return role !== undefined && this.qualifies(role)
+    }
+    const followed = this.followed
+    // A followed node that has not answered yet is kept, unless another one is the primary.
+    const keep =
+      followed &&
+      (fit(followed) ||
+        (roles[this.nodes.indexOf(followed)] === undefined && !this.nodes.some(fit)))
+    const next = keep ? followed : (this.nodes.find((node) => fit(node)) ?? null)
     if (next !== this.followed) this.follow(next)
     for (const wake of [...this.waiters]) wake()
+  }
+
+  /**
+   * The role of each node as its probe answers (undefined: no answer yet). SQL: every answer.
+   * Patroni: at most one interval, and no longer once a node other than the followed one holds
+   * the leader key, since then the followed one does not, however long its answer takes (a
+   * frozen Patroni): a round never waits for it while another node was promoted.
+   */
+  private answers(): Promise<(NodeRole | undefined)[]> {
+    const roles: (NodeRole | undefined)[] = this.nodes.map(() => undefined)
+    return new Promise((resolve) => {
+      let pending = this.probes.length
+      const done = () => resolve([...roles])
+      if (this.config.patroni) setTimeout(done, this.config.primaryCheckIntervalMs).unref()
+      this.probes.forEach((probe, i) => {
+        void probe.role().then((role) => {
+          roles[i] = role
+          const elsewhere =
+            this.config.patroni && role === 'primary' && this.nodes[i] !== this.followed
+          if (--pending === 0 || elsewhere) done()
+        })
+      })
+    })
   }
 
   private follow(next: UpstreamNode | null): void {

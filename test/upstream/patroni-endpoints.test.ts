@@ -13,12 +13,15 @@ import { startReplicaPair, type ReplicaPair } from '../support/replica-pair.js'
  * primary stays writable, as in a split brain.
  */
 let leader: 0 | 1 | null = 0
+/** The endpoint that holds every request unanswered, as a frozen Patroni does. */
+let frozen: 0 | 1 | null = null
 const endpoints: http.Server[] = []
 let pair: ReplicaPair
 let proxy: TestProxy
 
 async function patroniEndpoint(index: 0 | 1): Promise<string> {
   const server = http.createServer((request, response) => {
+    if (frozen === index) return
     response.statusCode = request.url === '/primary' && leader === index ? 200 : 503
     response.end()
   })
@@ -36,6 +39,8 @@ beforeAll(async () => {
         hosts: [pair.primary.hostPort, pair.standby.hostPort],
         patroni: [await patroniEndpoint(0), await patroniEndpoint(1)],
         primaryCheckIntervalMs: 100,
+        // Far longer than a failover takes: a frozen endpoint must not hold pgfence up this long.
+        connectTimeoutMs: 30_000,
       },
       admin: { listen: { port: 0 } },
     },
@@ -45,7 +50,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await proxy?.close()
-  for (const server of endpoints) server.close()
+  for (const server of endpoints) {
+    server.closeAllConnections()
+    server.close()
+  }
   await pair?.remove()
 })
 
@@ -95,4 +103,19 @@ test('a writable former primary gets no write once the leader key moved', async 
   } finally {
     await late.end()
   }
+})
+
+test('an endpoint that never answers does not hold pgfence on its node once another holds the key', async () => {
+  // The leader's Patroni freezes (its REST API accepts and never answers); the key moves back
+  // to the former primary, still writable.
+  frozen = 1
+  leader = 0
+  // Followed within a few checks, not after the frozen request's timeout (connectTimeoutMs).
+  const gauge = `pgfence_upstream_primary{host="${pair.primary.hostPort}"} 1`
+  await waitFor(
+    async () =>
+      (await (await fetch(`http://127.0.0.1:${proxy.adminPort}/metrics`)).text()).includes(gauge),
+    { timeoutMs: 10_000, what: 'pgfence to follow the key past the frozen endpoint' },
+  )
+  expect(await writeThrough('past a frozen endpoint')).toBe(pair.primary.port)
 })
