@@ -31,7 +31,7 @@ export function pgBin(name: string): string {
  * .ci/native-checks preloads into Node for the addon, which those programs do not tolerate
  * (PostgreSQL's binaries hang under it).
  */
-function childEnv(): NodeJS.ProcessEnv {
+export function childEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env }
   for (const name of ['LD_PRELOAD', 'ASAN_OPTIONS', 'UBSAN_OPTIONS']) delete env[name]
   return env
