@@ -39,6 +39,7 @@ test('the config fragments are valid configs', () => {
     readmeBlock('config-resources'),
     readmeBlock('config-pool'),
     readmeBlock('config-hosts'),
+    readmeBlock('config-patroni'),
   ])
     expect(() => parseConfig(parse(fragment))).not.toThrow()
 })
