@@ -188,6 +188,15 @@ function patroniConfig(
   }
 }
 
+/** The end of a log file (for a failure's message). */
+const tail = (file: string, chars = 4000): string => {
+  try {
+    return readFileSync(file, 'utf8').slice(-chars)
+  } catch {
+    return '(no log)'
+  }
+}
+
 /** GET a Patroni endpoint: its status (0: no answer within `timeoutMs`). */
 async function restStatus(url: string, timeoutMs = 1000): Promise<number> {
   try {
@@ -247,6 +256,8 @@ export async function startPatroniCluster(size = 2) {
       ? ['runuser', ['-u', 'postgres', '--', 'patroni', node.configFile]]
       : ['patroni', [node.configFile]]
     node.patroni = spawn(command, args, { env: childEnv(), stdio: ['ignore', log, log] })
+    // Not installed: the log says so, and the wait for the node fails with it.
+    node.patroni.once('error', (err) => writeFileSync(node.logFile, `${err}\n`, { flag: 'a' }))
     closeSync(log)
   }
   const leader = async (): Promise<PatroniNode | null> => {
@@ -281,6 +292,8 @@ export async function startPatroniCluster(size = 2) {
       timeoutMs: 90_000,
       intervalMs: 200,
       what: 'node0 to bootstrap the cluster',
+    }).catch((err: Error) => {
+      throw new Error(`${err.message}; its Patroni log ends:\n${tail(nodes[0]!.logFile)}`)
     })
     nodes.slice(1).forEach(start)
   } catch (err) {
@@ -370,9 +383,6 @@ export async function startPatroniCluster(size = 2) {
       })
       if (response.status !== 200) throw new Error(`PATCH /config: ${await response.text()}`)
     },
-    /** The tail of a node's Patroni log (for a failure's message). */
-    log: (node: PatroniNode, chars = 4000) =>
-      readFileSync(stateOf(node).logFile, 'utf8').slice(-chars),
   }
   function stateOf(node: PatroniNode): NodeState {
     const state = nodes.find((n) => n.name === node.name)
