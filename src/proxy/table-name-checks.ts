@@ -9,7 +9,14 @@ import {
   type ConfiguredName,
   type ResolvedTable,
 } from '../schema/resolve-tables.js'
-import { installedTriggersSql, migratedSql, ruleChanges } from '../schema/fence-trigger-status.js'
+import { installedTriggersSql, ruleChanges } from '../schema/fence-trigger-status.js'
+import { holdPresenceSql } from '../schema/proxy-presence.js'
+import {
+  installedVersion,
+  installedVersionSql,
+  schemaMismatch,
+  type SchemaMismatch,
+} from '../schema/schema-version.js'
 import { unfencedDescendant, unfencedDescendantsSql } from '../schema/unfenced-descendants.js'
 import type { UnresolvedName } from '../rewrite/tables.js'
 import { decodeQueryResult, splitResults, type QueryResult } from '../wire/query-result.js'
@@ -70,7 +77,8 @@ export class TableNameChecks {
       candidatesSql(this.names),
       unfencedDescendantsSql(fencing),
       installedTriggersSql(fencing),
-      migratedSql,
+      installedVersionSql,
+      holdPresenceSql,
     ]
     this.sql = this.queries.filter(Boolean).join(';\n')
   }
@@ -103,16 +111,20 @@ export class TableNameChecks {
   private record(database: string, state: DatabaseNames, messages: Buffer[]): void {
     const none: QueryResult = { rows: [] }
     const results = splitResults(messages).map(decodeQueryResult)
-    const [names, descendants, installed, migrated] = this.queries.map((sql) =>
+    const [names, descendants, installed, version, presence] = this.queries.map((sql) =>
       sql === null ? none : (results.shift() ?? none),
-    ) as [QueryResult, QueryResult, QueryResult, QueryResult]
-    const error = names.error ?? descendants.error ?? installed.error ?? migrated.error
+    ) as [QueryResult, QueryResult, QueryResult, QueryResult, QueryResult]
+    const error =
+      names.error ?? descendants.error ?? installed.error ?? version.error ?? presence.error
     if (error) {
       this.logger.warn({ database, err: error.message }, 'could not check fenced table names')
       return
     }
+    const schema = installedVersion(version.rows[0])
     // Without the pgfence schema every fenced write fails (onServerError says why): one line.
-    if (migrated.rows[0]?.migrated === 'f') return this.report(database, state, [NOT_MIGRATED])
+    if (schema === null) return this.report(database, state, [NOT_MIGRATED])
+    const mismatch = schemaMismatch(schema)
+    if (mismatch) return this.refuseEveryName(database, state, mismatch)
     const { tables, problems } = resolveNames(this.names, names.rows.map(candidateRow))
     const unfenced = descendants.rows.map((row) => unfencedDescendant(row, this.names))
     const columnless = tables.filter((t) => t.column !== undefined && t.existingColumn === null)
@@ -138,6 +150,21 @@ export class TableNameChecks {
     if (key === state.key) return
     state.key = key
     const rewriter = new FencingRewriter(this.fencing, 4096, refused, withTrigger)
+    state.fencing = { rewriter, queryCache: this.queryCacheFor(rewriter) }
+  }
+
+  /**
+   * A pgfence schema of another version: its functions may not do what this pgfence's rewrite
+   * expects of them, so every write to a configured table is refused with the mismatch's words.
+   */
+  private refuseEveryName(database: string, state: DatabaseNames, mismatch: SchemaMismatch): void {
+    const { message, detail, hint } = mismatch
+    this.report(database, state, [{ message: `${message}: ${detail}; ${hint}` }])
+    const key = `schema\0${message}`
+    if (key === state.key) return
+    state.key = key
+    const refused = this.names.map((name) => ({ ...name, reason: mismatch }))
+    const rewriter = new FencingRewriter(this.fencing, 4096, refused, 'none')
     state.fencing = { rewriter, queryCache: this.queryCacheFor(rewriter) }
   }
 

@@ -61,6 +61,3 @@ export function ruleChanges(
   ]
   return changes.filter(([changed]) => changed).map(([, change]) => change)
 }
-
-/** One catalog query: whether `pgfence migrate` has run in the database (its schema is there). */
-export const migratedSql = "SELECT pg_catalog.to_regnamespace('pgfence') IS NOT NULL AS migrated"
