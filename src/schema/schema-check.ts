@@ -34,6 +34,15 @@ export async function schemaDifferences(
   return differences
 }
 
+/** A row as the proxy decodes it (ruleChanges reads booleans as PostgreSQL prints them). */
+const asText = (row: Record<string, unknown>): Record<string, string | null> =>
+  Object.fromEntries(
+    Object.entries(row).map(([key, value]) => [
+      key,
+      typeof value === 'boolean' ? (value ? 't' : 'f') : value === null ? null : String(value),
+    ]),
+  )
+
 /** Row triggers, resource gates and descendants that lack theirs. */
 async function triggerDifferences(
   client: Queryable,
@@ -43,8 +52,8 @@ async function triggerDifferences(
   const differences: string[] = []
   const triggersSql = installedTriggersSql(fencing)
   if (triggersSql !== null) {
-    const rows = (await client.query(triggersSql)).rows as Record<string, string | null>[]
-    const byOrd = new Map(rows.map((row) => [Number(row.ord), row]))
+    const { rows } = await client.query(triggersSql)
+    const byOrd = new Map(rows.map((row) => [Number(row.ord), asText(row)]))
     fencing.tables.forEach((table, ord) => {
       if (!resolved.has(table.name)) return
       const changes = ruleChanges(byOrd.get(ord), ord, fencing)

@@ -15,8 +15,8 @@ const dropFenceColumnsSql = (fencing: FencingConfig): string => {
       `(${quoteLiteral(qualifiedName(table.schema, table.name))}, ${quoteLiteral(table.column)})`,
   )
   const fromConfig = configured.length
-    ? `SELECT pg_catalog.to_regclass(c.rel)::oid, c.col FROM (VALUES ${configured.join(', ')}) AS c(rel, col)`
-    : 'SELECT NULL::oid, NULL::text WHERE false'
+    ? `SELECT pg_catalog.to_regclass(c.rel)::oid AS relid, c.col FROM (VALUES ${configured.join(', ')}) AS c(rel, col)`
+    : 'SELECT NULL::oid AS relid, NULL::text AS col WHERE false'
   return `DO $do$
 DECLARE
   fence record;
@@ -25,8 +25,8 @@ BEGIN
     CASE WHEN pg_catalog.to_regclass('pgfence.row_fences') IS NULL THEN ${quoteLiteral(fromConfig)}
     ELSE ${quoteLiteral(`${fromConfig} UNION SELECT relid, col FROM pgfence.row_fences`)} END
   LOOP
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = fence.oid AND NOT c.relispartition) THEN
-      EXECUTE pg_catalog.format('ALTER TABLE %s DROP COLUMN IF EXISTS %I', fence.oid::regclass, fence.col);
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = fence.relid AND NOT c.relispartition) THEN
+      EXECUTE pg_catalog.format('ALTER TABLE %s DROP COLUMN IF EXISTS %I', fence.relid::regclass, fence.col);
     END IF;
   END LOOP;
 END
