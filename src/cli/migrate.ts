@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util'
 import pg from 'pg'
-import { loadConfigFile } from '../config/load.js'
+import { fencingOf } from './fencing-config.js'
 import type { FencingConfig } from '../config/schema.js'
 import { columnFixes, columnProblems, describeFix } from '../schema/fence-columns.js'
 import { installSql } from '../schema/install.js'
@@ -124,13 +124,8 @@ export async function run(argv: string[]): Promise<number> {
     return 2
   }
   const startSql = start === undefined ? '' : tokenStartSql(start)
-  let fencing: FencingConfig
-  try {
-    fencing = loadConfigFile(values.config).fencing
-  } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n`)
-    return 2
-  }
+  const fencing = fencingOf(values.config)
+  if (fencing === null) return 2
   if (values['dry-run'] && !values['database-url']) {
     process.stdout.write(installSql(fencing) + startSql)
     return 0

@@ -1,7 +1,6 @@
 import { parseArgs } from 'node:util'
 import pg from 'pg'
-import { loadConfigFile } from '../config/load.js'
-import type { FencingConfig } from '../config/schema.js'
+import { fencingOf } from './fencing-config.js'
 import { maintenanceRole } from '../schema/fence-triggers.js'
 import { proxySessionsSql } from '../schema/proxy-presence.js'
 import { uninstallSql } from '../schema/uninstall.js'
@@ -40,13 +39,8 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`${usage}\n`)
     return 2
   }
-  let fencing: FencingConfig
-  try {
-    fencing = loadConfigFile(values.config).fencing
-  } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n`)
-    return 2
-  }
+  const fencing = fencingOf(values.config)
+  if (fencing === null) return 2
   const sql = uninstallSql(fencing, values['drop-fence-columns'])
   if (values['dry-run']) {
     process.stdout.write(sql)

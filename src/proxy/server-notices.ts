@@ -2,12 +2,18 @@ import type { Logger } from '../log.js'
 import { PgError, type ErrorFields } from '../wire/error-response.js'
 import { decodeParameterStatus } from '../wire/parameter-status.js'
 import { FENCING_CODES } from '../rewrite/refusal.js'
+import { staleTokenDetail } from '../rewrite/refusal-texts.js'
+import { escapeRegex } from '../rewrite/sql-text.js'
 import { schemaMismatch } from '../schema/schema-version.js'
 import { readableError, type TokenWords } from './readable-errors.js'
 
 const isFencingCode = (code: string): boolean => (FENCING_CODES as readonly string[]).includes(code)
 
-const STALE_DETAIL = /^incoming token (\d+) is lower than the committed token (\d+)/
+/** PF409's DETAIL up to its second token, which the log line reads both tokens from. */
+const STALE_DETAIL = (() => {
+  const [before, between] = staleTokenDetail('\0', '\0', '').split('\0') as [string, string]
+  return new RegExp(`^${escapeRegex(before)}(\\d+)${escapeRegex(between)}(\\d+)`)
+})()
 
 /** Counts a fencing rejection (metrics), by SQLSTATE and `schema.table`. */
 export type OnRejection = (code: string, table: string) => void

@@ -1,7 +1,7 @@
 import type { FencingConfig } from '../config/schema.js'
 import { qualifiedName, quoteLiteral } from '../rewrite/sql-text.js'
 import { fencedTables } from '../rewrite/tables.js'
-import { rowFenceTrigger } from './fence-descendants.js'
+import { rowFenceTrigger } from './trigger-names.js'
 import { rowFunctionNameSql } from './fence-triggers.js'
 
 /**

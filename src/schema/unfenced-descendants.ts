@@ -2,7 +2,7 @@ import type { FencingConfig } from '../config/schema.js'
 import { qualifiedName, quoteIdent, quoteLiteral } from '../rewrite/sql-text.js'
 import { fencedTables, resourceTables, type UnresolvedName } from '../rewrite/tables.js'
 import type { ConfiguredName } from './resolve-tables.js'
-import { resourceGateTriggers, rowFenceTriggers, sqlArray } from './fence-descendants.js'
+import { resourceGateTriggers, rowFenceTriggers, sqlArray } from './trigger-names.js'
 
 /**
  * One catalog query (simple protocol) listing the partitions and inheritance children, at any

@@ -1,7 +1,7 @@
 import type { FencingConfig } from '../config/schema.js'
 import { qualifiedName, quoteLiteral } from '../rewrite/sql-text.js'
 import { fencedTables } from '../rewrite/tables.js'
-import { descendantsTriggerName } from './fence-descendants.js'
+import { descendantsTriggerName } from './trigger-names.js'
 import { migrationLockKey } from './install.js'
 
 /**
