@@ -135,6 +135,16 @@ test('uninstall is idempotent; --drop-fence-columns drops the fence columns too'
   // Installed again, it is a new schema of this version.
   expect((await migrateWith(db.url)).code).toBe(0)
   expect(await schemaComment(admin)).toBe(`pgfence schema version ${SCHEMA_VERSION}`)
+  // An object of the database's own that uses pgfence: named, and nothing is removed.
+  await admin.query('CREATE VIEW last_token AS SELECT pgfence.last_issued_token() AS token')
+  const installed = await pgfenceObjects()
+  const refused = await uninstallWith('--drop-fence-columns')
+  expect(refused.code).toBe(1)
+  expect(refused.err).toContain(
+    'objects of the database depend on the pgfence schema: view last_token',
+  )
+  expect(await pgfenceObjects()).toEqual(installed)
+  await admin.query('DROP VIEW last_token')
   for (let run = 0; run < 2; run++) {
     const result = await uninstallWith('--drop-fence-columns')
     expect(result).toMatchObject({ code: 0, err: '' })
