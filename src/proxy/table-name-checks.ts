@@ -58,6 +58,10 @@ export type QueryCacheFactory = (rewriter: FencingRewriter) => NativeQueryCache 
  * it: the database's rewriter leaves their rows to the trigger. Until a database is checked (at
  * start, after a reload), and for a table without its trigger, pgfence checks the rows in the
  * statement itself, so that a table the config fences is never written unchecked through it.
+ *
+ * It also reads the database's pgfence schema version (schema-version.ts): with none, or another
+ * than this pgfence's, every write to a configured table is refused. And its session takes the
+ * lock that tells `pgfence uninstall` a proxy fences the database (proxy-presence.ts).
  */
 export class TableNameChecks {
   private readonly names: ConfiguredName[]
@@ -121,10 +125,8 @@ export class TableNameChecks {
       return
     }
     const schema = installedVersion(version.rows[0])
-    // Without the pgfence schema every fenced write fails (onServerError says why): one line.
-    if (schema === null) return this.report(database, state, [NOT_MIGRATED])
     const mismatch = schemaMismatch(schema)
-    if (mismatch) return this.refuseEveryName(database, state, mismatch)
+    if (mismatch) return this.refuseEveryName(database, state, mismatch, schema === null)
     const { tables, problems } = resolveNames(this.names, names.rows.map(candidateRow))
     const unfenced = descendants.rows.map((row) => unfencedDescendant(row, this.names))
     const columnless = tables.filter((t) => t.column !== undefined && t.existingColumn === null)
@@ -154,12 +156,19 @@ export class TableNameChecks {
   }
 
   /**
-   * A pgfence schema of another version: its functions may not do what this pgfence's rewrite
-   * expects of them, so every write to a configured table is refused with the mismatch's words.
+   * No pgfence schema (never migrated, or uninstalled since: its triggers are gone too), or one
+   * of another version, whose functions may not do what this pgfence's rewrite expects of them:
+   * every write to a configured table is refused with the mismatch's words, logged in one line.
    */
-  private refuseEveryName(database: string, state: DatabaseNames, mismatch: SchemaMismatch): void {
+  private refuseEveryName(
+    database: string,
+    state: DatabaseNames,
+    mismatch: SchemaMismatch,
+    missing: boolean,
+  ): void {
     const { message, detail, hint } = mismatch
-    this.report(database, state, [{ message: `${message}: ${detail}; ${hint}` }])
+    const line = missing ? NOT_MIGRATED : `${message}: ${detail}; ${hint}`
+    this.report(database, state, [{ message: line }])
     const key = `schema\0${message}`
     if (key === state.key) return
     state.key = key
@@ -181,10 +190,8 @@ export class TableNameChecks {
   }
 }
 
-const NOT_MIGRATED = {
-  message:
-    'pgfence migrate has not run in this database (it has no pgfence schema): writes to its fenced tables fail; run pgfence migrate',
-}
+const NOT_MIGRATED =
+  'pgfence migrate has not run in this database (it has no pgfence schema): writes to its fenced tables fail; run pgfence migrate'
 
 /** A configured table without its fence column (not migrated): writes to it are refused. */
 const columnlessTable = (table: ResolvedTable): UnresolvedName => ({
