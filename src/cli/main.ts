@@ -14,7 +14,7 @@ const commands: Record<string, { about: string; load: () => Promise<Command> }> 
   },
   migrate: {
     about:
-      'install the pgfence schema and fence columns (--config FILE --database-url URL [--dry-run])',
+      'install or upgrade the pgfence schema and fence columns (--config FILE --database-url URL [--dry-run | --check])',
     load: () => import('./migrate.js'),
   },
   uninstall: {
