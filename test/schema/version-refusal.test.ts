@@ -1,4 +1,8 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import pg from 'pg'
+import { stringify } from 'yaml'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { SCHEMA_VERSION } from '../../src/schema/schema-version.js'
 import { capturingLogger } from '../fencing-e2e/support.js'
@@ -20,6 +24,8 @@ const logs: Record<string, unknown>[] = []
 const databases: { db: TestDatabase; admin: pg.Client }[] = []
 let older: TestDatabase, newest: TestDatabase, current: TestDatabase
 let proxy: TestProxy
+const dir = mkdtempSync(join(tmpdir(), 'pgfence-version-'))
+const configFile = join(dir, 'pgfence.yaml')
 
 beforeAll(async () => {
   for (const label of ['version_older', 'version_newer', 'version_current']) {
@@ -34,11 +40,20 @@ beforeAll(async () => {
   await installPreviousSchema(a.admin)
   for (const { db } of [b, c]) expect((await migrateWith(db.url)).code).toBe(0)
   await b.admin.query(`COMMENT ON SCHEMA pgfence IS 'pgfence schema version ${newer}'`)
-  proxy = await startTestProxy({ fencing }, a.db.url, { logger: capturingLogger(logs) })
+  // From a file, so that a reload checks every database again.
+  const upstream = new URL(a.db.url)
+  const config: ConfigOverrides = {
+    listen: { host: '127.0.0.1', port: 0 },
+    upstream: { host: upstream.hostname, port: Number(upstream.port || 5432) },
+    fencing,
+  }
+  writeFileSync(configFile, stringify(config))
+  proxy = await startTestProxy(config, a.db.url, { logger: capturingLogger(logs), configFile })
 })
 
 afterAll(async () => {
   await proxy?.close()
+  rmSync(dir, { recursive: true, force: true })
   for (const { db, admin } of databases) {
     await admin.end()
     await db.drop()
@@ -98,4 +113,11 @@ test('a newer schema: fenced writes are refused, naming the release to run, logg
 test('this version: the same writes pass, and nothing is logged', async () => {
   expect(await tryWrites(current)).toEqual(Array(6).fill(null))
   expect(errorsOf(current)).toEqual([])
+})
+
+test('upgraded by pgfence migrate, the older database takes the writes after a reload', async () => {
+  const upgraded = await migrateWith(older.url)
+  expect(upgraded.out).toContain(`upgraded from version 1 to ${SCHEMA_VERSION}`)
+  await proxy.reload()
+  expect(await tryWrites(older)).toEqual(Array(6).fill(null))
 })
