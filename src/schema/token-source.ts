@@ -18,16 +18,8 @@ export const tokenTimeline = (token: bigint): number | null =>
  * primary lost sequence increments (asynchronous standbys), and no token is issued twice. A write
  * with a token of an earlier timeline is refused (PF409, pgfence.epoch_check): the failover may
  * have lost the writes of newer tokens, which would let an older holder's write through. Tokens
- * of other issuers carry no timeline; from 2^62 + 2^40 up they would be read as if they did. Each token is durable before the caller sees it, even on a server that runs with
- * `synchronous_commit = off`:
- *
- * - `set_config('synchronous_commit', 'on', true)` is transaction-local, so it still holds when
- *   the caller's (autocommit) transaction commits. A `SET synchronous_commit = on` clause on the
- *   function would be undone when the function returns, before the commit.
- * - `nextval` writes WAL only once every 32 values and assigns a transaction id only then; a
- *   commit without an xid writes no commit record and flushes nothing. `pg_current_xact_id()`
- *   gives every call an xid, so every commit flushes WAL up to its commit record, which covers
- *   the sequence's last logged value whichever transaction wrote it.
+ * of other issuers carry no timeline; from 2^62 + 2^40 up they would be read as if they did.
+ * Each token is durable before the caller sees it: sql/token-source.sql says how.
  */
 export const tokenSourceSql = sqlFile('token-source', {
   ...refusalLiterals,

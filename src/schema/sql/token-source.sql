@@ -1,9 +1,14 @@
 -- The fencing-token source: one sequence for every resource, so tokens strictly increase across
--- all grants. A token is 2^62 + timeline × 2^40 + the sequence's value (see
--- token-source.ts). Each token is durable before the caller sees it, even on a server that runs
--- with synchronous_commit = off: set_config(..., true) is transaction-local, so it still holds
--- when the caller's transaction commits, and pg_current_xact_id() gives every call an xid, so
--- every commit flushes WAL up to its commit record, which covers the sequence's last logged value.
+-- all grants; a token is 2^62 + timeline × 2^40 + the sequence's value (token-source.ts says
+-- why). Each token is durable before the caller sees it, even on a server that runs with
+-- synchronous_commit = off:
+-- - set_config('synchronous_commit', 'on', true) is transaction-local, so it still holds when
+--   the caller's (autocommit) transaction commits. A SET synchronous_commit = on clause on the
+--   function would be undone when the function returns, before the commit.
+-- - nextval writes WAL only once every 32 values and assigns a transaction id only then; a
+--   commit without an xid writes no commit record and flushes nothing. pg_current_xact_id()
+--   gives every call an xid, so every commit flushes WAL up to its commit record, which covers
+--   the sequence's last logged value whichever transaction wrote it.
 CREATE SCHEMA IF NOT EXISTS pgfence;
 
 CREATE SEQUENCE IF NOT EXISTS pgfence.token_seq AS bigint MINVALUE 1 NO CYCLE;
