@@ -28,6 +28,8 @@ export function unfencedDescendantsSql(fencing: FencingConfig): string | null {
         `(${ord}, ${quoteLiteral(qualifiedName(table.schema, table.name))}, ${sqlArray(triggers)})`,
     )
   if (wanted.length === 0) return null
+  // Its own walk of the trees, not pgfence.inheritance_tree: the check runs in databases of any
+  // pgfence schema version, or none (schema-version.ts), and must not fail there.
   return `WITH RECURSIVE tree(ord, relid, triggers, depth, path) AS (
   SELECT w.ord, pg_catalog.to_regclass(w.rel)::oid, w.triggers, 0, ARRAY[]::oid[]
     FROM (VALUES ${wanted.join(', ')}) AS w(ord, rel, triggers)
