@@ -14,8 +14,13 @@ const commands: Record<string, { about: string; load: () => Promise<Command> }> 
   },
   migrate: {
     about:
-      'install the pgfence schema and fence columns (--config FILE --database-url URL [--dry-run])',
+      'install or upgrade the pgfence schema and fence columns (--config FILE --database-url URL [--dry-run | --check])',
     load: () => import('./migrate.js'),
+  },
+  uninstall: {
+    about:
+      'remove the pgfence schema and triggers (--config FILE --database-url URL [--drop-fence-columns])',
+    load: () => import('./uninstall.js'),
   },
   explain: {
     about: 'show what pgfence sends upstream for a statement (--config FILE "SQL")',
@@ -25,7 +30,7 @@ const commands: Record<string, { about: string; load: () => Promise<Command> }> 
 }
 
 function usage(): string {
-  const lines = Object.entries(commands).map(([name, { about }]) => `  ${name.padEnd(9)}${about}`)
+  const lines = Object.entries(commands).map(([name, { about }]) => `  ${name.padEnd(11)}${about}`)
   return `usage: pgfence <command> [options]\n\ncommands:\n${lines.join('\n')}\n`
 }
 

@@ -2,11 +2,18 @@ import type { Logger } from '../log.js'
 import { PgError, type ErrorFields } from '../wire/error-response.js'
 import { decodeParameterStatus } from '../wire/parameter-status.js'
 import { FENCING_CODES } from '../rewrite/refusal.js'
+import { staleTokenDetail } from '../rewrite/refusal-texts.js'
+import { escapeRegex } from '../rewrite/sql-text.js'
+import { schemaMismatch } from '../schema/schema-version.js'
 import { readableError, type TokenWords } from './readable-errors.js'
 
 const isFencingCode = (code: string): boolean => (FENCING_CODES as readonly string[]).includes(code)
 
-const STALE_DETAIL = /^incoming token (\d+) is lower than the committed token (\d+)/
+/** PF409's DETAIL up to its second token, which the log line reads both tokens from. */
+const STALE_DETAIL = (() => {
+  const [before, between] = staleTokenDetail('\0', '\0', '').split('\0') as [string, string]
+  return new RegExp(`^${escapeRegex(before)}(\\d+)${escapeRegex(between)}(\\d+)`)
+})()
 
 /** Counts a fencing rejection (metrics), by SQLSTATE and `schema.table`. */
 export type OnRejection = (code: string, table: string) => void
@@ -37,14 +44,10 @@ export function parameterRefusal(message: Buffer): PgError | null {
  * What a fenced write meets in a database where `pgfence migrate` never ran, instead of the
  * server's "schema pgfence does not exist" (the check at login logs the database once).
  */
-const notMigrated = () =>
-  new PgError(
-    'PF501',
-    'pgfence migrate has not run in this database',
-    'ERROR',
-    'the database has no pgfence schema, whose functions fence the writes to the tables the config fences',
-    'run pgfence migrate',
-  )
+function notMigrated(): PgError {
+  const { message, detail, hint } = schemaMismatch(null)!
+  return new PgError('PF501', message, 'ERROR', detail, hint)
+}
 
 /**
  * A server ErrorResponse: a fencing rejection is counted, logged (info) and given back as

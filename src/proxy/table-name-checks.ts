@@ -9,7 +9,14 @@ import {
   type ConfiguredName,
   type ResolvedTable,
 } from '../schema/resolve-tables.js'
-import { installedTriggersSql, migratedSql, ruleChanges } from '../schema/fence-trigger-status.js'
+import { installedTriggersSql, ruleChanges } from '../schema/fence-trigger-status.js'
+import { holdPresenceSql } from '../schema/proxy-presence.js'
+import {
+  installedVersion,
+  installedVersionSql,
+  schemaMismatch,
+  type SchemaMismatch,
+} from '../schema/schema-version.js'
 import { unfencedDescendant, unfencedDescendantsSql } from '../schema/unfenced-descendants.js'
 import type { UnresolvedName } from '../rewrite/tables.js'
 import { decodeQueryResult, splitResults, type QueryResult } from '../wire/query-result.js'
@@ -51,6 +58,10 @@ export type QueryCacheFactory = (rewriter: FencingRewriter) => NativeQueryCache 
  * it: the database's rewriter leaves their rows to the trigger. Until a database is checked (at
  * start, after a reload), and for a table without its trigger, pgfence checks the rows in the
  * statement itself, so that a table the config fences is never written unchecked through it.
+ *
+ * It also reads the database's pgfence schema version (schema-version.ts): with none, or another
+ * than this pgfence's, every write to a configured table is refused. And its session takes the
+ * lock that tells `pgfence uninstall` a proxy fences the database (proxy-presence.ts).
  */
 export class TableNameChecks {
   private readonly names: ConfiguredName[]
@@ -70,7 +81,8 @@ export class TableNameChecks {
       candidatesSql(this.names),
       unfencedDescendantsSql(fencing),
       installedTriggersSql(fencing),
-      migratedSql,
+      installedVersionSql,
+      holdPresenceSql,
     ]
     this.sql = this.queries.filter(Boolean).join(';\n')
   }
@@ -103,16 +115,18 @@ export class TableNameChecks {
   private record(database: string, state: DatabaseNames, messages: Buffer[]): void {
     const none: QueryResult = { rows: [] }
     const results = splitResults(messages).map(decodeQueryResult)
-    const [names, descendants, installed, migrated] = this.queries.map((sql) =>
+    const [names, descendants, installed, version, presence] = this.queries.map((sql) =>
       sql === null ? none : (results.shift() ?? none),
-    ) as [QueryResult, QueryResult, QueryResult, QueryResult]
-    const error = names.error ?? descendants.error ?? installed.error ?? migrated.error
+    ) as [QueryResult, QueryResult, QueryResult, QueryResult, QueryResult]
+    const error =
+      names.error ?? descendants.error ?? installed.error ?? version.error ?? presence.error
     if (error) {
       this.logger.warn({ database, err: error.message }, 'could not check fenced table names')
       return
     }
-    // Without the pgfence schema every fenced write fails (onServerError says why): one line.
-    if (migrated.rows[0]?.migrated === 'f') return this.report(database, state, [NOT_MIGRATED])
+    const schema = installedVersion(version.rows[0])
+    const mismatch = schemaMismatch(schema)
+    if (mismatch) return this.refuseEveryName(database, state, mismatch, schema === null)
     const { tables, problems } = resolveNames(this.names, names.rows.map(candidateRow))
     const unfenced = descendants.rows.map((row) => unfencedDescendant(row, this.names))
     const columnless = tables.filter((t) => t.column !== undefined && t.existingColumn === null)
@@ -141,6 +155,28 @@ export class TableNameChecks {
     state.fencing = { rewriter, queryCache: this.queryCacheFor(rewriter) }
   }
 
+  /**
+   * No pgfence schema (never migrated, or uninstalled since: its triggers are gone too), or one
+   * of another version, whose functions may not do what this pgfence's rewrite expects of them:
+   * every write to a configured table is refused with the mismatch's words, logged in one line.
+   */
+  private refuseEveryName(
+    database: string,
+    state: DatabaseNames,
+    mismatch: SchemaMismatch,
+    missing: boolean,
+  ): void {
+    const { message, detail, hint } = mismatch
+    const line = missing ? NOT_MIGRATED : `${message}: ${detail}; ${hint}`
+    this.report(database, state, [{ message: line }])
+    const key = `schema\0${message}`
+    if (key === state.key) return
+    state.key = key
+    const refused = this.names.map((name) => ({ ...name, reason: mismatch }))
+    const rewriter = new FencingRewriter(this.fencing, 4096, refused, 'none')
+    state.fencing = { rewriter, queryCache: this.queryCacheFor(rewriter) }
+  }
+
   /** Logs each report at error, once while it stays. */
   private report(
     database: string,
@@ -154,10 +190,8 @@ export class TableNameChecks {
   }
 }
 
-const NOT_MIGRATED = {
-  message:
-    'pgfence migrate has not run in this database (it has no pgfence schema): writes to its fenced tables fail; run pgfence migrate',
-}
+const NOT_MIGRATED =
+  'pgfence migrate has not run in this database (it has no pgfence schema): writes to its fenced tables fail; run pgfence migrate'
 
 /** A configured table without its fence column (not migrated): writes to it are refused. */
 const columnlessTable = (table: ResolvedTable): UnresolvedName => ({

@@ -12,6 +12,7 @@ import {
   type Target,
 } from './fence-target.js'
 import { Refusal } from './refusal.js'
+import { truncateRefusal } from './refusal-texts.js'
 import { qualifiedName } from './sql-text.js'
 import { assignCommentToken } from './token-assignment.js'
 import { matchIgnoringCase, matchTable, type RangeVar } from './tables.js'
@@ -175,12 +176,8 @@ function refuseTruncate(node: Node, ctx: FenceContext): false {
   for (const { RangeVar: range } of node.relations as Node[]) {
     const t = targetOf(range, ctx)
     if (t) {
-      refuse(
-        t,
-        'TRUNCATE is not supported on a fenced table',
-        `table ${t.relation} is fenced; TRUNCATE removes rows without checking their tokens`,
-        'use DELETE, which pgfence fences',
-      )
+      const { message, detail, hint } = truncateRefusal
+      refuse(t, message, detail(t.relation), hint)
     }
   }
   return false

@@ -1,4 +1,5 @@
 import { Refusal } from './refusal.js'
+import { fenceColumnWrite } from './refusal-texts.js'
 import { qualifiedName } from './sql-text.js'
 import type { FencedTable, RangeVar } from './tables.js'
 import type { Node } from './ast.js'
@@ -31,12 +32,8 @@ export const writesFenceColumn = (t: Target, targets: Node[] | undefined): boole
 
 export function refuseFenceColumnWrite(t: Target, targets: Node[] | undefined): void {
   if (!t.columnLeftToTrigger && writesFenceColumn(t, targets)) {
-    refuse(
-      t,
-      'the fence column of a fenced table cannot be written directly',
-      `column ${t.table.column} of table ${t.relation} is maintained by pgfence`,
-      'remove the fence column from the statement; pgfence sets it to the presented token',
-    )
+    const { message, detail, hint } = fenceColumnWrite
+    refuse(t, message, detail(t.table.column, t.relation), hint)
   }
 }
 

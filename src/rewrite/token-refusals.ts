@@ -4,8 +4,8 @@ import { Refusal } from './refusal.js'
 import { quoteLiteral } from './sql-text.js'
 
 /**
- * The words of PF428 and PF400 for a write's token. PostgreSQL raises them (pgfence.parse_token,
- * fence-helpers.ts, builds its text from these); `pgfence explain` and the proxy read them here.
+ * The words of PF428 and PF400 for a write's token. PostgreSQL raises them (the installed SQL has
+ * them filled in, src/schema/refusal-literals.ts); `pgfence explain` and the proxy read them here.
  */
 export const tokenRequiredMessage = 'fencing token required'
 export const tokenRequiredDetail = (relation: string): string =>

@@ -1,7 +1,7 @@
 import type { FencingConfig } from '../config/schema.js'
 import { qualifiedName, quoteLiteral } from '../rewrite/sql-text.js'
 import { fencedTables } from '../rewrite/tables.js'
-import { rowFenceTrigger } from './fence-descendants.js'
+import { rowFenceTrigger } from './trigger-names.js'
 import { rowFunctionNameSql } from './fence-triggers.js'
 
 /**
@@ -61,6 +61,3 @@ export function ruleChanges(
   ]
   return changes.filter(([changed]) => changed).map(([, change]) => change)
 }
-
-/** One catalog query: whether `pgfence migrate` has run in the database (its schema is there). */
-export const migratedSql = "SELECT pg_catalog.to_regnamespace('pgfence') IS NOT NULL AS migrated"

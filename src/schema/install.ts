@@ -8,14 +8,16 @@ import { leaseTableSql } from './lease-table.js'
 import type { ResolvedTable } from './resolve-tables.js'
 import { columnFixes, columnFixSql } from './fence-columns.js'
 import { resourceFencesSql } from './resource-fences.js'
+import { markVersionSql, refuseNewerSql } from './schema-version.js'
 import { gateTableSql, resourceGatesSql } from './resource-gates.js'
 import { tokenSourceSql } from './token-source.js'
 
 // Serialises concurrent migrations: CREATE OR REPLACE FUNCTION races otherwise.
-const migrationLockKey = 0x7066656e6365
+export const migrationLockKey = 0x7066656e6365
 
 /**
- * Everything `pgfence migrate` runs, in one transaction, idempotently: the pgfence schema, the
+ * Everything `pgfence migrate` runs, in one transaction, idempotently, over no pgfence schema or
+ * an earlier version of it (schema-version.ts), which it then marks as its own: the pgfence schema, the
  * helpers, the token source, the lease table of the postgres lease store, the resource fences,
  * the maintenance role, the event trigger that
  * fences tables joining a fenced tree later (fence-descendants.ts), for each fenced table its
@@ -64,6 +66,7 @@ export function installSql(fencing: FencingConfig, resolved?: ResolvedTable[]): 
   return [
     'BEGIN;',
     `SELECT pg_advisory_xact_lock(${migrationLockKey});`,
+    refuseNewerSql,
     'CREATE SCHEMA IF NOT EXISTS pgfence;',
     'GRANT USAGE ON SCHEMA pgfence TO PUBLIC;',
     fenceHelpersSql.trim(),
@@ -75,6 +78,7 @@ export function installSql(fencing: FencingConfig, resolved?: ResolvedTable[]): 
     fenceDescendantsSql.trim(),
     ...tables,
     ...gates,
+    markVersionSql,
     'COMMIT;',
     '',
   ].join('\n')

@@ -2,7 +2,7 @@ import type { FencingConfig } from '../config/schema.js'
 import { qualifiedName, quoteIdent, quoteLiteral } from '../rewrite/sql-text.js'
 import { fencedTables, resourceTables, type UnresolvedName } from '../rewrite/tables.js'
 import type { ConfiguredName } from './resolve-tables.js'
-import { resourceGateTriggers, rowFenceTriggers, sqlArray } from './fence-descendants.js'
+import { resourceGateTriggers, rowFenceTriggers, sqlArray } from './trigger-names.js'
 
 /**
  * One catalog query (simple protocol) listing the partitions and inheritance children, at any
@@ -28,6 +28,8 @@ export function unfencedDescendantsSql(fencing: FencingConfig): string | null {
         `(${ord}, ${quoteLiteral(qualifiedName(table.schema, table.name))}, ${sqlArray(triggers)})`,
     )
   if (wanted.length === 0) return null
+  // Its own walk of the trees, not pgfence.inheritance_tree: the check runs in databases of any
+  // pgfence schema version, or none (schema-version.ts), and must not fail there.
   return `WITH RECURSIVE tree(ord, relid, triggers, depth, path) AS (
   SELECT w.ord, pg_catalog.to_regclass(w.rel)::oid, w.triggers, 0, ARRAY[]::oid[]
     FROM (VALUES ${wanted.join(', ')}) AS w(ord, rel, triggers)

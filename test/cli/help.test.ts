@@ -4,7 +4,7 @@ import { expect, inject, test } from 'vitest'
 
 const run = promisify(execFile)
 
-test.each(['start', 'dev', 'migrate', 'explain', 'demo'])(
+test.each(['start', 'dev', 'migrate', 'uninstall', 'explain', 'demo'])(
   'pgfence %s --help prints its usage and exits 0',
   async (command) => {
     const { stdout, stderr } = await run(process.execPath, [inject('cliPath'), command, '--help'])

@@ -1,4 +1,7 @@
 import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { expect, test } from 'vitest'
 
@@ -19,4 +22,31 @@ test('the package entry points resolve to the built library', () => {
   expect(exportsOf('pgfence/lease')).toEqual(
     expect.arrayContaining(['LeaseManager', 'LeaseUnavailableError', 'LeaseLostError']),
   )
+})
+
+test('the installed package ships the SQL of the pgfence schema, and its migrate finds it', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'pgfence-pack-'))
+  try {
+    // The package as npm installs it (dist as built), with the repository's dependencies.
+    const [packed] = JSON.parse(
+      execFileSync('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], {
+        cwd: repoRoot,
+        encoding: 'utf8',
+      }),
+    ) as { filename: string; files: { path: string }[] }[]
+    const sqlFiles = readdirSync(join(repoRoot, 'src/schema/sql')).map((f) => `src/schema/sql/${f}`)
+    expect(packed!.files.map((file) => file.path)).toEqual(expect.arrayContaining(sqlFiles))
+    execFileSync('tar', ['-xzf', join(dir, packed!.filename), '-C', dir])
+    symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'))
+    const config = join(repoRoot, 'config/pgfence.yaml')
+    const sql = execFileSync(
+      process.execPath,
+      [join(dir, 'package/dist/cli/main.js'), 'migrate', '--config', config, '--dry-run'],
+      { encoding: 'utf8' },
+    )
+    expect(sql).toContain('CREATE OR REPLACE FUNCTION pgfence.inheritance_tree(')
+    expect(sql).toMatch(/COMMENT ON SCHEMA pgfence IS 'pgfence schema version \d+';\nCOMMIT;\n$/)
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
 })
