@@ -13,6 +13,12 @@ import { installedTriggersSql, migratedSql, ruleChanges } from '../schema/fence-
 import { unfencedDescendant, unfencedDescendantsSql } from '../schema/unfenced-descendants.js'
 import type { UnresolvedName } from '../rewrite/tables.js'
 import { decodeQueryResult, splitResults, type QueryResult } from '../wire/query-result.js'
+import {
+  guaranteeLine,
+  REPLICATION_QUERY,
+  replicationMode,
+  type ReplicationMode,
+} from '../upstream/replication-guarantee.js'
 import type { LoginQuery } from './login-query.js'
 import type { NativeQueryCache } from './native-relay.js'
 
@@ -28,6 +34,8 @@ interface DatabaseNames {
   key: string
   /** Null: the proxy's own rewriter, which checks every fenced table in the statement. */
   fencing: DatabaseFencing | null
+  /** The replication mode last logged for the database. */
+  replication?: ReplicationMode
 }
 
 /** The rewrite of one database's sessions, with the native relay's templates made from it. */
@@ -71,6 +79,7 @@ export class TableNameChecks {
       unfencedDescendantsSql(fencing),
       installedTriggersSql(fencing),
       migratedSql,
+      REPLICATION_QUERY,
     ]
     this.sql = this.queries.filter(Boolean).join(';\n')
   }
@@ -103,14 +112,15 @@ export class TableNameChecks {
   private record(database: string, state: DatabaseNames, messages: Buffer[]): void {
     const none: QueryResult = { rows: [] }
     const results = splitResults(messages).map(decodeQueryResult)
-    const [names, descendants, installed, migrated] = this.queries.map((sql) =>
+    const [names, descendants, installed, migrated, replication] = this.queries.map((sql) =>
       sql === null ? none : (results.shift() ?? none),
-    ) as [QueryResult, QueryResult, QueryResult, QueryResult]
+    ) as [QueryResult, QueryResult, QueryResult, QueryResult, QueryResult]
     const error = names.error ?? descendants.error ?? installed.error ?? migrated.error
     if (error) {
       this.logger.warn({ database, err: error.message }, 'could not check fenced table names')
       return
     }
+    this.logReplication(database, state, replication)
     // Without the pgfence schema every fenced write fails (onServerError says why): one line.
     if (migrated.rows[0]?.migrated === 'f') return this.report(database, state, [NOT_MIGRATED])
     const { tables, problems } = resolveNames(this.names, names.rows.map(candidateRow))
@@ -139,6 +149,20 @@ export class TableNameChecks {
     state.key = key
     const rewriter = new FencingRewriter(this.fencing, 4096, refused, withTrigger)
     state.fencing = { rewriter, queryCache: this.queryCacheFor(rewriter) }
+  }
+
+  /** States the database's replication guarantee: once, and again when it changes. */
+  private logReplication(database: string, state: DatabaseNames, result: QueryResult): void {
+    const row = result.rows[0]
+    if (!row) return
+    const mode = replicationMode({
+      names: row.names ?? '',
+      commit: row.commit ?? '',
+      standbys: Number(row.standbys),
+    })
+    if (mode === state.replication) return
+    state.replication = mode
+    this.logger.info({ database, replication: mode }, guaranteeLine(mode))
   }
 
   /** Logs each report at error, once while it stays. */
