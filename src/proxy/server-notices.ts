@@ -35,7 +35,7 @@ export function parameterRefusal(message: Buffer): PgError | null {
 
 /** The server function that waits for the synchronous standby: names are never translated. */
 const SYNC_WAIT_ROUTINE = 'SyncRepWaitForLSN'
-/** Its DETAIL when the wait is cancelled, for a server that does not send the routine. */
+/** Its DETAIL when the wait is cancelled (English), for a server that sends no routine. */
 const LOCAL_ONLY_DETAIL =
   'The transaction has already committed locally, but might not have been replicated to the standby.'
 
@@ -51,7 +51,9 @@ export function unknownCommit(notice: Buffer): PgError | null {
   const fields = decodeErrorFields(notice)
   const cancelled =
     fields.severity === 'WARNING' &&
-    (fields.routine === SYNC_WAIT_ROUTINE || fields.detail === LOCAL_ONLY_DETAIL)
+    (fields.routine === undefined
+      ? fields.detail === LOCAL_ONLY_DETAIL
+      : fields.routine === SYNC_WAIT_ROUTINE)
   if (!cancelled) return null
   return new PgError(
     '08007',

@@ -308,3 +308,45 @@ test("the proxy states a fenced database's replication guarantee once", async ()
     await proxy.close()
   }
 })
+
+test('a failover cut of a node still connected answers 08007 and does not cancel the COMMIT waiting for the standby', async () => {
+  const proxy = await startTestProxy(
+    {
+      upstream: {
+        hosts: [pair.primary.hostPort, pair.standby.hostPort],
+        primaryCheckIntervalMs: 100,
+      },
+    },
+    pair.primary.url,
+  )
+  const client = new pg.Client({ connectionString: proxy.url() })
+  client.on('error', () => {})
+  await client.connect()
+  const id = ++nextId
+  await client.query('BEGIN')
+  await client.query(`INSERT INTO t VALUES (${id})`)
+  await standby('nobody')
+  const readOnly = async (on: 'on' | 'off') => {
+    await queryOnce(pair.primary.url, `ALTER SYSTEM SET default_transaction_read_only = ${on}`)
+    await queryOnce(pair.primary.url, 'SELECT pg_reload_conf()')
+  }
+  try {
+    const commit = failureOf(client.query('COMMIT'))
+    const pid = await waitingBackend()
+    // The node stops qualifying as the primary while it is still up: its sessions are cut.
+    await readOnly('on')
+    const failure = await commit
+    expect(failure?.code).toBe('08007')
+    expect(failure?.message).toBe('transaction resolution unknown')
+    expect(await waitEventOf(pid)).toBe('SyncRep')
+    expect(await rowsWith(pair.primary.url, id)).toBe(0)
+    await standby('*')
+    expect(await rowsWith(pair.primary.url, id)).toBe(1)
+    expect(pair.primary.log()).not.toContain(`[${pid}] WARNING:  canceling`)
+  } finally {
+    await readOnly('off')
+    await standby('*')
+    await client.end().catch(() => {})
+    await proxy.close()
+  }
+})
