@@ -64,8 +64,8 @@ export function cutError(reason: CutReason, progress: RequestProgress | null): P
  * Cancels what a cut session's backend runs, unless it may be a COMMIT waiting for a
  * synchronous standby: a cancel there leaves the transaction committed locally only
  * (PostgreSQL warns; a failover may lose it). Such a backend is left to finish: PostgreSQL does
- * not cancel the wait when its client connection closes, and a pooled connection's reset waits
- * for its answer. Resolves once a cancel request was delivered, or not sent.
+ * not end the wait when its client connection closes (a session pool's reset waits for its
+ * answer). Resolves once a cancel request was delivered, or not sent.
  */
 export async function cancelUnlessCommitting(
   progress: RequestProgress | null,

@@ -11,7 +11,7 @@ import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
 import { backendKeyData, query, readCString, typedMessage } from '../wire/messages.js'
 import { Backend, Frontend, FRONTEND_TYPES, HEADER_BYTES } from '../wire/protocol.js'
-import { cancelUnlessCommitting, commitInFlight, cutError, type CutReason } from './cut-outcome.js'
+import { cancelUnlessCommitting, cutError, type CutReason } from './cut-outcome.js'
 import { KeptConnectionRelay } from './kept-connection-relay.js'
 import type { PooledClient, PoolingContext } from './pooled-startup.js'
 import type { SettingsHolder } from './live-settings.js'
@@ -202,8 +202,8 @@ export class TransactionSession {
    * Ends the session on pgfence's own account (shutdown, a timeout): the client learns what
    * became of its transaction; a backend still running the client's statement is cancelled and
    * its connection closed, never lent again. A statement that may commit is not cancelled while
-   * it may wait for a synchronous standby (cancelUnlessCommitting): its connection's reset waits
-   * for the answer.
+   * it may wait for a synchronous standby (cancelUnlessCommitting): closing its connection does
+   * not end the wait either.
    */
   async cut(reason: CutReason): Promise<void> {
     if (this.ended) return
@@ -224,8 +224,7 @@ export class TransactionSession {
     // The server's messages reach the client whole before the error.
     const atBoundary = this.kept.active ? this.kept.takeBack() : true
     if (atBoundary && this.client.writable) this.client.write(error.encode())
-    const committing = busy && commitInFlight(progress)
-    this.finish(!busy || committing, !busy)
+    this.finish(!busy)
     await cancelled
   }
 
@@ -643,17 +642,16 @@ export class TransactionSession {
   }
 
   /**
-   * Ends the session; a connection held goes back reset (the reset waits for the answers to
-   * what is in flight), or is closed when not `reusable` (its backend may still be running the
-   * client's statement). `flush`: the client's messages not yet sent go first.
+   * Ends the session; a connection held goes back reset, or is closed when not `reusable` (its
+   * backend may still be running the client's statement).
    */
-  private finish(reusable = true, flush = reusable): void {
+  private finish(reusable = true): void {
     if (this.ended) return
     this.ended = true
     if (this.kept.active) this.kept.takeBack()
     const server = this.server
     if (server) {
-      if (flush) this.flush()
+      if (reusable) this.flush()
       this.server = this.options.held.server = null
       this.options.pool.unkeep(server)
       server.detach()
