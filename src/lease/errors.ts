@@ -41,10 +41,11 @@ export function isServerAnswer(error: unknown): boolean {
 
 /**
  * Why a lease ended: another owner took the key or a renewal got no ack in time ('lost'), the
- * local validity ran out ('expired'), the holder released it ('released'), or the manager closed
- * ('shutdown').
+ * local validity ran out ('expired'), the holder released it ('released'), the manager closed
+ * ('shutdown'), or the token source's primary was promoted since the token was issued, which
+ * invalidates it ('failover': writes with it are refused, PF409; take a new lease).
  */
-export type LeaseEndReason = 'lost' | 'expired' | 'released' | 'shutdown'
+export type LeaseEndReason = 'lost' | 'expired' | 'released' | 'shutdown' | 'failover'
 
 /** The abort reason of `lease.signal`: a critical section that checks the signal throws this. */
 export class LeaseLostError extends Error {

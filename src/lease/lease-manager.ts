@@ -83,6 +83,9 @@ export class LeaseManager extends EventEmitter {
   private readonly driftPpm: number
   private readonly held = new Set<Lease>()
   private closing: Promise<void> | undefined
+  /** The timeline the token source issues tokens on now: where the tokens come from. */
+  private readonly timelineNow = (): Promise<number> =>
+    this.tokens ? this.tokens.timeline() : this.store.timeline!()
 
   constructor(options: LeaseManagerOptions) {
     super()
@@ -229,6 +232,7 @@ export class LeaseManager extends EventEmitter {
       this.store,
       { resource, owner, token, sentAt, ttlMs: this.ttlMs, driftPpm: this.driftPpm },
       (released) => this.held.delete(released),
+      this.timelineNow,
     )
     if (this.closing) {
       await lease.release()

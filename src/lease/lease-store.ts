@@ -25,6 +25,8 @@ export interface LeaseStore {
    * while it may still answer. Lets acquire give up at waitMs without waiting out a request.
    */
   failure(): Error | undefined
+  /** A store that issues the tokens (postgres): the timeline it issues them on now. */
+  timeline?(): Promise<number>
   /** Closes connections the store opened itself; ones passed in stay open. */
   close(): Promise<void>
 }

@@ -4,6 +4,7 @@ import { answerWithin } from './answer-within.js'
 import { LeaseLostError, type LeaseEndReason } from './errors.js'
 import type { LeaseStore } from './lease-store.js'
 import { validityMs } from './validity.js'
+import { tokenTimeline } from '../schema/token-source.js'
 
 /** Anything that runs SQL text: pg.Client, pg.Pool, pg.PoolClient and the like. */
 export interface Queryable {
@@ -22,8 +23,8 @@ export interface LeaseGrant {
 
 /**
  * A held lease. It renews itself every ttl/3 and aborts `signal` as soon as it is lost (another
- * owner, or a renewal without an ack within ttl/3), expires locally, is released, or the manager
- * shuts down. Renewal failures surface as the abort reason's `cause`, never as a thrown error.
+ * owner, or a renewal without an ack within ttl/3), expires locally, is released, the manager
+ * shuts down, or a failover of the token source invalidated its token (seen at a renewal). Renewal failures surface as the abort reason's `cause`, never as a thrown error.
  */
 export class Lease {
   readonly resource: string
@@ -42,6 +43,8 @@ export class Lease {
     private readonly store: LeaseStore,
     grant: LeaseGrant,
     private readonly onReleased: (lease: Lease) => void,
+    /** The token source's timeline now, asked at each renewal. */
+    private readonly timelineNow: () => Promise<number>,
   ) {
     this.resource = grant.resource
     this.owner = grant.owner
@@ -123,6 +126,30 @@ export class Lease {
     this.controller.abort(new LeaseLostError(this.resource, reason, { cause }))
   }
 
+  /**
+   * A promotion of the token source's primary since the token was issued (its timeline moved
+   * on) invalidated the token: the signal aborts with 'failover'. Apart from the renewal, so
+   * that a token source that does not answer never ends a lease the store still holds: the
+   * next renewal asks again.
+   */
+  private async checkTimeline(): Promise<void> {
+    const issuedOn = tokenTimeline(this.token)
+    if (issuedOn === null) return
+    const now = await answerWithin(
+      this.timelineNow(),
+      this.renewEveryMs,
+      () => new Error('no answer'),
+      'unref',
+    ).catch(() => issuedOn)
+    if (now === issuedOn) return
+    this.end(
+      'failover',
+      new Error(
+        `the token source's primary is on timeline ${now}; the token was issued on timeline ${issuedOn}`,
+      ),
+    )
+  }
+
   /** The next renewal goes out ttl/3 after the previous request was sent. */
   private scheduleRenewal(lastSentAt: number): void {
     const delay = Math.max(0, lastSentAt + this.renewEveryMs - performance.now())
@@ -140,6 +167,7 @@ export class Lease {
 
   private async renew(): Promise<void> {
     if (this.remainingMs() <= 0) return this.end('expired')
+    void this.checkTimeline()
     const sentAt = performance.now()
     let renewed: boolean
     try {

@@ -1,6 +1,6 @@
-import type pg from 'pg'
-import { postgresFrom } from './postgres-pool.js'
+import { postgresFrom, type OwnPool } from './postgres-pool.js'
 import type { LeaseStore, TakenLease } from './lease-store.js'
+import { TIMELINE_SQL } from './token-issuer.js'
 
 /** Anything that runs a parameterised query: a pg.Pool or pg.Client. */
 export interface LeaseQueryable {
@@ -40,13 +40,13 @@ WHERE resource = $1 AND owner = $2 AND expires_at > clock_timestamp()`
 
 /**
  * Leases as rows of `pgfence.leases` (installed by `pgfence migrate`), timed by PostgreSQL's
- * clock: each take, renewal and release is one statement.
+ * clock: each take, renewal and release is one statement. A multi-host URL follows the primary.
  */
 export class PostgresLeaseStore implements LeaseStore {
   readonly name = 'the lease store (PostgreSQL)'
   private constructor(
     private readonly db: LeaseQueryable,
-    private readonly ownPool: pg.Pool | null,
+    private readonly ownPool: OwnPool | null,
   ) {}
 
   static from(source: string | LeaseQueryable, onError: (err: Error) => void): PostgresLeaseStore {
@@ -66,6 +66,12 @@ export class PostgresLeaseStore implements LeaseStore {
 
   async release(resource: string, owner: string): Promise<boolean> {
     return (await this.db.query(releaseSql, [resource, owner])).rowCount === 1
+  }
+
+  /** The timeline the store's primary issues tokens on now (it grows at every promotion). */
+  async timeline(): Promise<number> {
+    const { rows } = await this.db.query(TIMELINE_SQL, [])
+    return Number(rows[0]?.timeline)
   }
 
   /** Nothing known ahead of a request: its pool reports errors per query. */

@@ -2,7 +2,9 @@
 
 #include <stdio.h>
 
+#define COMMAND_COMPLETE 'C'
 #define ERROR_RESPONSE 'E'
+#define NOTICE_RESPONSE 'N'
 #define PARAMETER_STATUS 'S'
 
 static uint32_t read_u32(const uint8_t *p) {
@@ -144,25 +146,32 @@ int frame_client(client_framer_t *cf, const client_sink_t *sink, void *ctx, cons
 
 /* ---- server → client ---- */
 
-/* Reports the message held whole; a withheld one is the sink's to send. */
+/* Reports the message held whole; a withheld one is the sink's to send. A CommandComplete is
+ * held only to be dropped. */
 static int pass_held(framer_t *f, const server_sink_t *sink, void *ctx) {
   int withheld = f->withholding;
+  uint8_t type = f->held.data[0];
   f->holding = f->withholding = 0;
-  int status = sink->report(ctx, f->held.data, f->held.len, withheld);
+  int status = type == COMMAND_COMPLETE ? 0 : sink->report(ctx, f->held.data, f->held.len, withheld);
   f->held.len = 0;
-  return status;
+  if (status < 0) return status;
+  f->drop_completion = status == 1 && type == NOTICE_RESPONSE;
+  return 0;
 }
 
-/* A whole server header: starts gathering the message when it is reported. */
+/* A whole server header: starts gathering the message when it is reported or dropped. */
 static void start_server_message(framer_t *f) {
   uint32_t length = read_u32(f->header + 1);
   size_t body = length < 4 ? 0 : (size_t)length - 4;
-  int reported = f->header[0] == ERROR_RESPONSE || f->header[0] == PARAMETER_STATUS;
+  uint8_t type = f->header[0];
+  int dropped = f->drop_completion && type == COMMAND_COMPLETE;
+  int withheld = dropped || type == ERROR_RESPONSE || type == NOTICE_RESPONSE;
+  f->drop_completion = 0;
   f->holding = f->withholding = 0;
-  if (reported && body + HEADER_BYTES <= MAX_REPORTED_MESSAGE) {
+  if ((withheld || type == PARAMETER_STATUS) && body + HEADER_BYTES <= MAX_REPORTED_MESSAGE) {
     f->held.len = 0;
     f->holding = bytes_append(&f->held, f->header, HEADER_BYTES) == 0;
-    f->withholding = f->holding && f->header[0] == ERROR_RESPONSE;
+    f->withholding = f->holding && withheld;
   }
   f->remaining = body;
 }

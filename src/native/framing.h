@@ -21,7 +21,9 @@ typedef struct {
   bytes_t held;     /* a message gathered whole, when its type is collected */
   size_t held_total;
   int holding;
-  int withholding; /* the held message goes out only once whole (server ErrorResponses) */
+  int withholding; /* the held message goes out only once whole (server ErrorResponses and
+                    * NoticeResponses) */
+  int drop_completion; /* a NoticeResponse was replaced: drop a CommandComplete right after it */
 } framer_t;
 
 /* Where the client's bytes go. `owned` is NULL for a view of the chunk being framed (valid
@@ -53,8 +55,11 @@ typedef struct {
   /* Bytes for the client: a view of the chunk, or (`copy`) bytes that do not outlive the call.
    * Returns -1 when the session stopped or memory ran out. */
   int (*forward)(void *ctx, const uint8_t *bytes, size_t n, int copy);
-  /* A whole ErrorResponse or ParameterStatus. A `withheld` one (an ErrorResponse) was not
-   * forwarded: the callee sends it, or what replaces it. Returns -1 when the session stopped. */
+  /* A whole ErrorResponse, NoticeResponse or ParameterStatus. A `withheld` one (an
+   * ErrorResponse or NoticeResponse) was not forwarded: the callee sends it, or what replaces
+   * it. Returns -1 when the session stopped, 1 when it replaced a withheld message, else 0. A
+   * NoticeResponse replaced stands for its statement's outcome (an ErrorResponse): the
+   * CommandComplete right after it is dropped, as a failed statement has none. */
   int (*report)(void *ctx, const uint8_t *message, size_t n, int withheld);
   /* A message's type, once its header is whole. */
   void (*header)(void *ctx, uint8_t type);
@@ -63,7 +68,7 @@ typedef struct {
 } server_sink_t;
 
 /* Follows the server's boundaries through one chunk, passing its bytes to `sink`. An
- * ErrorResponse, and a header split across chunks, is held back until whole. Returns -1 when
+ * ErrorResponse or NoticeResponse, and a header split across chunks, is held back until whole. Returns -1 when
  * the session stopped or memory ran out, else 0. */
 int scan_server(framer_t *f, const server_sink_t *sink, void *ctx, const uint8_t *chunk,
                 size_t n);

@@ -10,7 +10,8 @@
  * asks for (Query, Parse, Terminate) are handed to JavaScript whole, which returns the bytes to
  * send in their place; a Query whose literal-normalised text has a cached rewrite template is
  * rewritten here instead (query-cache.h). Server→client bytes pass untouched, except that an
- * ErrorResponse is held until whole and JavaScript may replace it; their boundaries are followed
+ * ErrorResponse or a WARNING NoticeResponse is held until whole and JavaScript may replace it
+ * (a replaced NoticeResponse's CommandComplete is dropped: framing.h); boundaries are followed
  * so that ErrorResponses and ParameterStatus messages can be reported and the proxy knows where
  * it may insert an error of its own.
  */
@@ -425,11 +426,30 @@ static int server_forward(void *ctx, const uint8_t *bytes, size_t n, int copy) {
               : batch_add(to, burst->batch, bytes, n, NULL);
 }
 
-/* Reports a whole server message to JavaScript. A withheld one (an ErrorResponse) goes into
- * the batch now: as JavaScript returns it (a Buffer), or as it is. */
+/* Is a whole NoticeResponse a WARNING (by its non-localised severity, field V)? Only a WARNING
+ * can say that a commit's wait for the synchronous standby was cancelled (server-notices.ts):
+ * other notices pass without a call into JavaScript. */
+static int is_warning(const uint8_t *message, size_t n) {
+  size_t at = HEADER_BYTES;
+  while (at < n && message[at] != 0) {
+    uint8_t field = message[at++];
+    const uint8_t *end = memchr(message + at, 0, n - at);
+    if (end == NULL) return 0;
+    size_t len = (size_t)(end - (message + at));
+    if (field == 'V') return len == 7 && memcmp(message + at, "WARNING", 7) == 0;
+    at += len + 1;
+  }
+  return 0;
+}
+
+/* Reports a whole server message to JavaScript. A withheld one (an ErrorResponse or a
+ * NoticeResponse) goes into the batch now: as JavaScript returns it (a Buffer: returns 1), or
+ * as it is. */
 static int report_server_message(void *ctx, const uint8_t *message, size_t n, int withheld) {
   burst_t *burst = ctx;
   relay_t *r = burst->relay;
+  if (message[0] == 'N' && !is_warning(message, n))
+    return batch_add_copy(&r->client, burst->batch, message, n);
   napi_handle_scope scope;
   napi_open_handle_scope(r->env, &scope);
   napi_value argv[1] = {buffer_copy(r->env, message, n)};
@@ -442,7 +462,7 @@ static int report_server_message(void *ctx, const uint8_t *message, size_t n, in
     void *data;
     size_t len;
     napi_get_buffer_info(r->env, result, &data, &len);
-    status = batch_add_copy(&r->client, burst->batch, data, len);
+    status = batch_add_copy(&r->client, burst->batch, data, len) < 0 ? -1 : 1;
   } else if (withheld) {
     status = batch_add_copy(&r->client, burst->batch, message, n);
   }

@@ -38,14 +38,17 @@ const why: Record<CutReason, string> = {
   failover: 'the upstream server stopped being the primary',
 }
 
+/** A statement that may commit is in flight: a COMMIT, or any statement outside a block. */
+export const commitInFlight = (progress: RequestProgress | null): boolean =>
+  progress !== null && progress.outstanding > 0 && (progress.mayCommit || progress.status === 'I')
+
 /**
  * The error a session's client gets when pgfence cuts it off. A statement in flight that may
  * commit (a COMMIT, or any statement outside a transaction block) leaves the outcome unknown:
  * 08007, never a code that a client may read as "rolled back, safe to retry".
  */
 export function cutError(reason: CutReason, progress: RequestProgress | null): PgError {
-  const inFlight = progress !== null && progress.outstanding > 0
-  if (inFlight && (progress.mayCommit || progress.status === 'I')) {
+  if (commitInFlight(progress)) {
     return new PgError(
       '08007',
       'transaction resolution unknown',
@@ -55,4 +58,21 @@ export function cutError(reason: CutReason, progress: RequestProgress | null): P
     )
   }
   return notCommitted[reason]()
+}
+
+/**
+ * Cancels what a cut session's backend runs, unless it may be a COMMIT waiting for a
+ * synchronous standby: a cancel there leaves the transaction committed locally only
+ * (PostgreSQL warns; a failover may lose it). Such a backend is left to finish: PostgreSQL does
+ * not end the wait when its client connection closes (a session pool's reset waits for its
+ * answer). Resolves once a cancel request was delivered, or not sent.
+ */
+export async function cancelUnlessCommitting(
+  progress: RequestProgress | null,
+  cancel: () => Promise<void>,
+  commitsMayWait: () => Promise<boolean>,
+): Promise<void> {
+  if (progress === null || progress.outstanding === 0) return
+  if (commitInFlight(progress) && (await commitsMayWait().catch(() => true))) return
+  await cancel()
 }

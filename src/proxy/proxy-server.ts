@@ -21,7 +21,7 @@ import { ProxyMetrics } from '../admin/metrics.js'
 import { startAdminHttp, type AdminHttpServer } from '../admin/http-server.js'
 import { CONSOLE_DATABASE, consoleLogin, openConsole } from '../admin/console-session.js'
 import { upstreamAccepts } from '../server/upstream-probe.js'
-import { connectToPrimary, followUpstream } from '../upstream/primary-tracker.js'
+import { commitsMayWait, connectToPrimary, followUpstream } from '../upstream/primary-tracker.js'
 import type { UpstreamNode } from '../upstream/upstream-node.js'
 import { followFailovers } from './failover.js'
 import { ChurnCollector } from './churn-collector.js'
@@ -175,8 +175,8 @@ export async function startProxy(
             logger: sessionLog,
             onRejection: (code, table) => metrics.rejection(code, table),
             nativeRelay,
-            cancelBackend: (key) =>
-              cancelBackend(pooled.held.server?.node.config ?? primaryConfig(), key),
+            cancelBackend: (key, server) => cancelBackend(server.node.config, key),
+            commitsMayWait: (server) => commitsMayWait(upstream, server.node),
           }),
           () => pooled.held.server?.node ?? null,
         )
@@ -194,6 +194,7 @@ export async function startProxy(
           nativeRelay,
           loginDeadline: new AbortController().signal,
           cancelBackend: (key) => cancelBackend(pooled.server.node.config, key),
+          commitsMayWait: () => commitsMayWait(upstream, pooled.server.node),
           onRejection: (code, table) => metrics.rejection(code, table),
           pooled: lendServer(pooled, pooling),
           startupParams: params,
@@ -230,6 +231,7 @@ export async function startProxy(
         nativeRelay,
         loginDeadline: login.deadline,
         cancelBackend: (key) => cancelBackend(node.config, key),
+        commitsMayWait: () => commitsMayWait(upstream, node),
         onRejection: (code, table) => metrics.rejection(code, table),
         startupParams: params,
       }))

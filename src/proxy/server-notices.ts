@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js'
-import { PgError, type ErrorFields } from '../wire/error-response.js'
+import { decodeErrorFields, PgError, type ErrorFields } from '../wire/error-response.js'
 import { decodeParameterStatus } from '../wire/parameter-status.js'
 import { FENCING_CODES } from '../rewrite/refusal.js'
 import { staleTokenDetail } from '../rewrite/refusal-texts.js'
@@ -38,6 +38,37 @@ export function nonConformingStrings(value: string): PgError | null {
 export function parameterRefusal(message: Buffer): PgError | null {
   const { name, value } = decodeParameterStatus(message)
   return name === 'standard_conforming_strings' ? nonConformingStrings(value) : null
+}
+
+/** The server function that waits for the synchronous standby: names are never translated. */
+const SYNC_WAIT_ROUTINE = 'SyncRepWaitForLSN'
+/** Its DETAIL when the wait is cancelled (English), for a server that sends no routine. */
+const LOCAL_ONLY_DETAIL =
+  'The transaction has already committed locally, but might not have been replicated to the standby.'
+
+/**
+ * A COMMIT (or a statement's implicit commit) whose wait for the synchronous standby was
+ * cancelled (pg_cancel_backend, statement_timeout, pg_terminate_backend): PostgreSQL warns and
+ * answers as if it committed, but the commit may be lost at a failover. The client gets 08007
+ * in place of the WARNING (and of the CommandComplete after it: BackendScanner), never success;
+ * FATAL when the backend terminates too (57P01: it sends nothing more). Read by the
+ * non-localised severity (V) and routine (R), so it holds whatever lc_messages is.
+ */
+export function unknownCommit(notice: Buffer): PgError | null {
+  const fields = decodeErrorFields(notice)
+  const cancelled =
+    fields.severity === 'WARNING' &&
+    (fields.routine === undefined
+      ? fields.detail === LOCAL_ONLY_DETAIL
+      : fields.routine === SYNC_WAIT_ROUTINE)
+  if (!cancelled) return null
+  return new PgError(
+    '08007',
+    'transaction resolution unknown: the commit may not have reached the synchronous standby',
+    fields.code === '57P01' ? 'FATAL' : 'ERROR',
+    `the server committed the transaction locally, but its wait for the synchronous standby was cancelled (${fields.message ?? 'no message'}): a failover may lose it`,
+    'check whether the transaction committed before retrying it',
+  )
 }
 
 /**

@@ -16,8 +16,8 @@ import {
   WITH_BIND_TYPES,
 } from './statement-interceptor.js'
 import { RequestTracker, type RequestProgress } from './request-progress.js'
-import { cutError, type CutReason } from './cut-outcome.js'
-import { onServerError, parameterRefusal } from './server-notices.js'
+import { cancelUnlessCommitting, cutError, type CutReason } from './cut-outcome.js'
+import { onServerError, parameterRefusal, unknownCommit } from './server-notices.js'
 import { withLoginQuery, type LoginPhase, type LoginQuery } from './login-query.js'
 import {
   asciiOnly,
@@ -51,6 +51,8 @@ export interface SessionOptions {
   loginDeadline: AbortSignal
   /** Cancels what the session's backend runs. */
   cancelBackend(key: BackendKey): Promise<void>
+  /** Whether a COMMIT on the session's node may wait for a synchronous standby (commitsMayWait). */
+  commitsMayWait(): Promise<boolean>
   /** Gives a query to run on the server connection before the client's first ReadyForQuery. */
   loginQuery?: (() => LoginQuery | null) | null
   /** A fencing rejection (PFxxx) the server returned, for metrics; `table` is schema.table. */
@@ -200,15 +202,22 @@ export class ProxySession {
   /**
    * Ends the session on pgfence's own account (shutdown deadline, a timeout): the client learns
    * what became of its transaction (src/proxy/cut-outcome.ts) and a backend still busy is
-   * cancelled. Resolves once the cancel request was delivered.
+   * cancelled, unless it may be a COMMIT waiting for a synchronous standby. Resolves once the
+   * cancel request was delivered.
    */
   async cut(reason: CutReason): Promise<void> {
     if (this.ended) return
     const progress = this.progress()
     const error = cutError(reason, progress)
     this.options.logger.warn({ reason, code: error.code, ...progress }, 'ending session')
-    const busy = progress !== null && progress.outstanding > 0 && this.backendKey !== null
-    const cancelled = busy ? this.options.cancelBackend(this.backendKey!) : undefined
+    const key = this.backendKey
+    const cancelled = key
+      ? cancelUnlessCommitting(
+          progress,
+          () => this.options.cancelBackend(key),
+          this.options.commitsMayWait,
+        )
+      : undefined
     this.terminate(error)
     await cancelled
   }
@@ -430,10 +439,20 @@ export class ProxySession {
     }
   }
 
-  /** An ErrorResponse or a ParameterStatus from the server, read whole; maybe a replacement. */
+  /** An ErrorResponse, NoticeResponse or ParameterStatus, read whole; maybe a replacement. */
   private onServerMessage(message: Buffer): Buffer | undefined {
     if (message[0] === Backend.ParameterStatus) return void this.onParameterStatus(message)
+    if (message[0] === Backend.NoticeResponse) return this.onNotice(message)
     return this.onServerError(message)
+  }
+
+  /** A COMMIT whose wait for the synchronous standby was cancelled is told 08007. */
+  private onNotice(message: Buffer): Buffer | undefined {
+    const unknown = unknownCommit(message)
+    if (!unknown) return undefined
+    this.options.logger.warn({ code: unknown.code, detail: unknown.detail }, unknown.message)
+    this.lastErrorFatal = unknown.severity === 'FATAL'
+    return unknown.encode()
   }
 
   /** A fencing session is closed when the server stops lexing SQL as pgfence does. */

@@ -20,6 +20,12 @@ import {
 import { unfencedDescendant, unfencedDescendantsSql } from '../schema/unfenced-descendants.js'
 import type { UnresolvedName } from '../rewrite/tables.js'
 import { decodeQueryResult, splitResults, type QueryResult } from '../wire/query-result.js'
+import {
+  guaranteeLine,
+  REPLICATION_QUERY,
+  replicationMode,
+  type ReplicationMode,
+} from '../upstream/replication-guarantee.js'
 import type { LoginQuery } from './login-query.js'
 import type { NativeQueryCache } from './native-relay.js'
 
@@ -35,6 +41,8 @@ interface DatabaseNames {
   key: string
   /** Null: the proxy's own rewriter, which checks every fenced table in the statement. */
   fencing: DatabaseFencing | null
+  /** The replication mode last logged for the database. */
+  replication?: ReplicationMode
 }
 
 /** The rewrite of one database's sessions, with the native relay's templates made from it. */
@@ -83,6 +91,7 @@ export class TableNameChecks {
       installedTriggersSql(fencing),
       installedVersionSql,
       holdPresenceSql,
+      REPLICATION_QUERY,
     ]
     this.sql = this.queries.filter(Boolean).join(';\n')
   }
@@ -115,15 +124,16 @@ export class TableNameChecks {
   private record(database: string, state: DatabaseNames, messages: Buffer[]): void {
     const none: QueryResult = { rows: [] }
     const results = splitResults(messages).map(decodeQueryResult)
-    const [names, descendants, installed, version, presence] = this.queries.map((sql) =>
-      sql === null ? none : (results.shift() ?? none),
-    ) as [QueryResult, QueryResult, QueryResult, QueryResult, QueryResult]
+    const [names, descendants, installed, version, presence, replication] = this.queries.map(
+      (sql) => (sql === null ? none : (results.shift() ?? none)),
+    ) as [QueryResult, QueryResult, QueryResult, QueryResult, QueryResult, QueryResult]
     const error =
       names.error ?? descendants.error ?? installed.error ?? version.error ?? presence.error
     if (error) {
       this.logger.warn({ database, err: error.message }, 'could not check fenced table names')
       return
     }
+    this.logReplication(database, state, replication)
     const schema = installedVersion(version.rows[0])
     const mismatch = schemaMismatch(schema)
     if (mismatch) return this.refuseEveryName(database, state, mismatch, schema === null)
@@ -175,6 +185,20 @@ export class TableNameChecks {
     const refused = this.names.map((name) => ({ ...name, reason: mismatch }))
     const rewriter = new FencingRewriter(this.fencing, 4096, refused, 'none')
     state.fencing = { rewriter, queryCache: this.queryCacheFor(rewriter) }
+  }
+
+  /** States the database's replication guarantee: once, and again when it changes. */
+  private logReplication(database: string, state: DatabaseNames, result: QueryResult): void {
+    const row = result.rows[0]
+    if (!row) return
+    const mode = replicationMode({
+      names: row.names ?? '',
+      commit: row.commit ?? '',
+      standbys: Number(row.standbys),
+    })
+    if (mode === state.replication) return
+    state.replication = mode
+    this.logger.info({ database, replication: mode }, guaranteeLine(mode))
   }
 
   /** Logs each report at error, once while it stays. */

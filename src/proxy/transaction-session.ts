@@ -11,13 +11,18 @@ import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
 import { backendKeyData, query, readCString, typedMessage } from '../wire/messages.js'
 import { Backend, Frontend, FRONTEND_TYPES, HEADER_BYTES } from '../wire/protocol.js'
-import { cutError, type CutReason } from './cut-outcome.js'
+import { cancelUnlessCommitting, cutError, type CutReason } from './cut-outcome.js'
 import { KeptConnectionRelay } from './kept-connection-relay.js'
 import type { PooledClient, PoolingContext } from './pooled-startup.js'
 import type { SettingsHolder } from './live-settings.js'
 import { idleBefore, MaintenanceLog, observedTypes } from './maintenance-log.js'
 import { RequestTracker, type RequestProgress } from './request-progress.js'
-import { onServerError, parameterRefusal, type OnRejection } from './server-notices.js'
+import {
+  onServerError,
+  parameterRefusal,
+  unknownCommit,
+  type OnRejection,
+} from './server-notices.js'
 import type { SessionState } from './session.js'
 import { encodingOf, interceptStatement } from './statement-interceptor.js'
 import { readableRefusal, refusalStatement } from './transaction-pool-refusals.js'
@@ -40,8 +45,10 @@ export interface TransactionSessionOptions {
   /** Keep the connection between transactions while no client waits, relayed natively. */
   nativeRelay: boolean
   onRejection: OnRejection
-  /** Cancels what a backend runs (when pgfence cuts a client off mid-statement). */
-  cancelBackend(key: BackendKey): Promise<void>
+  /** Cancels what a backend of `server`'s node runs (pgfence cuts a client off mid-statement). */
+  cancelBackend(key: BackendKey, server: ServerConnection): Promise<void>
+  /** Whether a COMMIT on `server`'s node may wait for a synchronous standby. */
+  commitsMayWait(server: ServerConnection): Promise<boolean>
 }
 
 const NOTHING = Buffer.alloc(0)
@@ -108,6 +115,10 @@ export class TransactionSession {
   private readonly maintenance: MaintenanceLog
   /** The client's requests as the client sees them, for the query and idle timeouts. */
   private readonly requests = new RequestTracker()
+  /** A NoticeResponse became an 08007: the CommandComplete right after it is dropped. */
+  private dropCompletion = false
+  /** The backend said it terminates (its 08007 was FATAL): its close is no news to the client. */
+  private backendEnding = false
 
   constructor(
     private readonly connection: ClientConnection,
@@ -190,7 +201,9 @@ export class TransactionSession {
   /**
    * Ends the session on pgfence's own account (shutdown, a timeout): the client learns what
    * became of its transaction; a backend still running the client's statement is cancelled and
-   * its connection closed, never lent again.
+   * its connection closed, never lent again. A statement that may commit is not cancelled while
+   * it may wait for a synchronous standby (cancelUnlessCommitting): closing its connection does
+   * not end the wait either.
    */
   async cut(reason: CutReason): Promise<void> {
     if (this.ended) return
@@ -200,7 +213,14 @@ export class TransactionSession {
     const server = this.server
     const busy = server !== null && progress !== null && progress.outstanding > 0
     const key = busy ? readBackendKey(backendKeyData(server.backendKey)) : null
-    const cancelled = key ? this.options.cancelBackend(key) : undefined
+    const { cancelBackend, commitsMayWait } = this.options
+    const cancelled = key
+      ? cancelUnlessCommitting(
+          progress,
+          () => cancelBackend(key, server!),
+          () => commitsMayWait(server!),
+        )
+      : undefined
     // The server's messages reach the client whole before the error.
     const atBoundary = this.kept.active ? this.kept.takeBack() : true
     if (atBoundary && this.client.writable) this.client.write(error.encode())
@@ -426,8 +446,12 @@ export class TransactionSession {
       if (buffered.length - pos < total) break
       const message = buffered.subarray(pos, pos + total)
       pos += total
-      if (!this.keep(message)) continue
-      out.push(this.relayed(message))
+      const dropped = this.dropCompletion && message[0] === Backend.CommandComplete
+      this.dropCompletion = false
+      if (dropped || !this.keep(message)) continue
+      const relayed = this.relayed(message)
+      this.dropCompletion = message[0] === Backend.NoticeResponse && relayed !== message
+      out.push(relayed)
       if (this.ended) return true
       // Between transactions, unless the client has already begun the next (Parse ... Flush).
       if (message[0] === Backend.ReadyForQuery && this.outstanding === 0 && this.requests.atRest)
@@ -473,11 +497,21 @@ export class TransactionSession {
         onServerError(message, fields, logger, onRejection, live.current.config.fencing)
       return replaced ?? message
     }
+    if (message[0] === Backend.NoticeResponse) return this.noticeRelayed(message)
     if (message[0] === Backend.ParameterStatus && live.current.rewriter) {
       const refusal = parameterRefusal(message)
       if (refusal) this.fail(refusal)
     }
     return message
+  }
+
+  /** A COMMIT whose wait for the synchronous standby was cancelled is told 08007. */
+  private noticeRelayed(message: Buffer): Buffer {
+    const unknown = unknownCommit(message)
+    if (!unknown) return message
+    this.options.logger.warn({ code: unknown.code, detail: unknown.detail }, unknown.message)
+    this.backendEnding ||= unknown.severity === 'FATAL'
+    return unknown.encode()
   }
 
   /**
@@ -558,6 +592,7 @@ export class TransactionSession {
   }
 
   private readonly serverClosed = (): void => {
+    if (this.backendEnding) return this.finish(false)
     this.terminate(new PgError('08006', 'server closed the connection unexpectedly'))
   }
 
@@ -639,7 +674,8 @@ export function startTransactionSession(
     logger: Logger
     onRejection: OnRejection
     nativeRelay: boolean
-    cancelBackend(key: BackendKey): Promise<void>
+    cancelBackend(key: BackendKey, server: ServerConnection): Promise<void>
+    commitsMayWait(server: ServerConnection): Promise<boolean>
   },
 ): TransactionSession {
   const startup = pooled.settings.map(([name]) => name.toLowerCase())
@@ -661,6 +697,7 @@ export function startTransactionSession(
     nativeRelay: options.nativeRelay,
     onRejection: options.onRejection,
     cancelBackend: options.cancelBackend,
+    commitsMayWait: options.commitsMayWait,
   })
   session.closed.then(() => context.cancelKeys.forget(pooled.cancelKey))
   session.start(pooled.leftover)

@@ -38,13 +38,18 @@ class FixedUpstream implements Upstream {
     this.nodes = [new UpstreamNode(config, true)]
   }
 
+  /** Asked only when a session is cut with a COMMIT in flight (commitsMayWait). */
+  private probe: SqlProbe | null = null
+
   current = () => this.nodes[0]!
   primary = async () => this.nodes[0]!
   nextCheck = async () => {}
-  replicationOf = async () => null
+  replicationOf = () => (this.probe ??= new SqlProbe(this.nodes[0]!)).replication()
   suspect(): void {}
   onChange(): void {}
-  close(): void {}
+  close(): void {
+    this.probe?.close()
+  }
 }
 
 interface Probe {
@@ -194,6 +199,18 @@ class PrimaryTracker implements Upstream {
     this.followed = next
     for (const listener of this.listeners) listener(previous, next)
   }
+}
+
+/**
+ * Whether a COMMIT on `node` may be waiting for a synchronous standby: unless its primary says
+ * it has none configured (not known, or no node: it may).
+ */
+export async function commitsMayWait(
+  upstream: Upstream,
+  node: UpstreamNode | null,
+): Promise<boolean> {
+  const mode = node && (await upstream.replicationOf(node))
+  return mode !== 'none' && mode !== 'asynchronous standbys'
 }
 
 /** The upstream of a config: one fixed node (host/port), or the primary of upstream.hosts. */

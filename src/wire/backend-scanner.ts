@@ -5,22 +5,30 @@ const MAX_INSPECTED_MESSAGE = 64 * 1024
 
 const NOTHING = Buffer.alloc(0)
 
-/** Is this a message type the proxy reads: the rare ErrorResponse and ParameterStatus. */
+/** Is this a message type the proxy reads: the rare ErrorResponse, NoticeResponse, ParameterStatus. */
 export const isInspected = (type: number | undefined): boolean =>
-  type === Backend.ErrorResponse || type === Backend.ParameterStatus
+  type === Backend.ErrorResponse ||
+  type === Backend.NoticeResponse ||
+  type === Backend.ParameterStatus
+
+/** Messages held back until whole, so that the reader may replace them. */
+const isWithheld = (type: number | undefined): boolean =>
+  type === Backend.ErrorResponse || type === Backend.NoticeResponse
 
 /**
- * Reads a whole inspected message; for an ErrorResponse it may return the bytes to send in its
- * place.
+ * Reads a whole inspected message; for an ErrorResponse or NoticeResponse it may return the
+ * bytes to send in its place. A NoticeResponse replaced stands for its statement's outcome (an
+ * ErrorResponse): the CommandComplete right after it is dropped, as a failed statement has none.
  */
 export type OnServerMessage = (message: Buffer) => Buffer | undefined
 
 /**
  * Follows message boundaries in the server→client stream without decoding it, so the proxy
  * knows whether it may append a message of its own (after the upstream dies) and can read the
- * rare ErrorResponse and ParameterStatus. `scan` returns the bytes to forward: the chunk itself,
- * except that an ErrorResponse (and a header split across chunks) is held back until it is
- * whole, and then forwarded as it is or as the reader replaced it.
+ * rare ErrorResponse, NoticeResponse and ParameterStatus. `scan` returns the bytes to forward:
+ * the chunk itself, except that an ErrorResponse or NoticeResponse (and a header split across
+ * chunks) is held back until it is whole, and then forwarded as it is or as the reader replaced
+ * it.
  */
 export class BackendScanner {
   private remaining = 0
@@ -28,8 +36,10 @@ export class BackendScanner {
   private stashLength = 0
   private held: Buffer | null = null
   private heldLength = 0
-  /** The current message is an ErrorResponse held back from the client. */
+  /** The current message is held back from the client (isWithheld). */
   private withholding = false
+  /** A NoticeResponse was replaced: a CommandComplete right after it is dropped. */
+  private dropCompletion = false
   /** The next body byte is a ReadyForQuery's transaction status. */
   private statusNext = false
 
@@ -100,9 +110,11 @@ export class BackendScanner {
     this.statusNext = bytes[pos] === Backend.ReadyForQuery
     const total = bytes.readUInt32BE(pos + 1) + 1
     this.remaining = total
-    const inspected = isInspected(bytes[pos]) && total <= MAX_INSPECTED_MESSAGE
+    const dropped = this.dropCompletion && bytes[pos] === Backend.CommandComplete
+    this.dropCompletion = false
+    const inspected = (dropped || isInspected(bytes[pos])) && total <= MAX_INSPECTED_MESSAGE
     this.held = inspected ? Buffer.allocUnsafe(total) : null
-    this.withholding = inspected && bytes[pos] === Backend.ErrorResponse
+    this.withholding = inspected && (dropped || isWithheld(bytes[pos]))
   }
 
   private collect(chunk: Buffer, pos: number, take: number, out: Output): void {
@@ -115,7 +127,9 @@ export class BackendScanner {
   private complete(out: Output, pos: number): void {
     const held = this.held!
     this.held = null
-    const replacement = this.onMessage(held)
+    const dropped = held[0] === Backend.CommandComplete
+    const replacement = dropped ? NOTHING : this.onMessage(held)
+    this.dropCompletion = held[0] === Backend.NoticeResponse && replacement !== undefined
     if (!this.withholding) return
     this.withholding = false
     out.push(replacement ?? held)

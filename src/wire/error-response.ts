@@ -75,6 +75,8 @@ export interface ErrorFields {
   schema?: string
   table?: string
   column?: string
+  /** The server function that raised it: never translated, unlike the texts. */
+  routine?: string
 }
 
 const FIELD_NAMES: Record<string, keyof ErrorFields> = {
@@ -85,9 +87,10 @@ const FIELD_NAMES: Record<string, keyof ErrorFields> = {
   s: 'schema',
   t: 'table',
   c: 'column',
+  R: 'routine',
 }
 
-/** Reads the fields of a complete ErrorResponse message (header included). */
+/** Reads the fields of a complete ErrorResponse or NoticeResponse (header included). */
 export function decodeErrorFields(message: Buffer): ErrorFields {
   const fields: ErrorFields = {}
   for (const [key, value] of decodeErrorResponse(message)) {

@@ -33,7 +33,9 @@ export const enum Frontend {
 export const enum Backend {
   Authentication = 0x52, // R
   BackendKeyData = 0x4b, // K
+  CommandComplete = 0x43, // C
   ErrorResponse = 0x45, // E
+  NoticeResponse = 0x4e, // N
   ParameterStatus = 0x53, // S
   ReadyForQuery = 0x5a, // Z
 }

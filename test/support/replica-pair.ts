@@ -1,4 +1,4 @@
-import { appendFileSync, mkdtempSync, rmSync } from 'node:fs'
+import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
@@ -15,6 +15,8 @@ export interface PairNode {
   /** pg_ctl stop -m immediate: the node vanishes as in a crash. */
   crash(): Promise<void>
   promote(): Promise<void>
+  /** The server's log so far. */
+  log(): string
 }
 
 export interface ReplicaPair {
@@ -57,6 +59,7 @@ export async function startReplicaPair(
       url: `postgres://postgres@127.0.0.1:${port}/postgres`,
       crash: () => runAsClusterOwner('pg_ctl', ['-D', dataDir, '-m', 'immediate', '-w', 'stop']),
       promote: () => runAsClusterOwner('pg_ctl', ['-D', dataDir, '-w', 'promote']),
+      log: () => readFileSync(`${dataDir}.log`, 'utf8'),
     }
   }
   const start = async (dataDir: string) => {

@@ -73,6 +73,32 @@ describe('BackendScanner', () => {
     }
   })
 
+  it('drops the CommandComplete right after a replaced NoticeResponse, at every split', () => {
+    const notice = typed('N', 'SWARNING\0VWARNING\0C01000\0Mcanceling wait\0RSyncRepWaitForLSN\0\0')
+    const other = typed('N', 'SNOTICE\0VNOTICE\0C00000\0Mhello\0\0')
+    const complete = typed('C', 'COMMIT\0')
+    const replacement = errorMessage('08007')
+    const sent = Buffer.concat([other, complete, notice, complete, ready, notice, ready, complete])
+    // Only the replaced notice's own CommandComplete goes; a later one stays.
+    const expected = Buffer.concat([
+      other,
+      complete,
+      replacement,
+      ready,
+      replacement,
+      ready,
+      complete,
+    ])
+    for (const chunks of splits(sent)) {
+      const scanner = new BackendScanner((m) =>
+        m[0] === 0x4e && decodeErrorFields(m).routine ? replacement : undefined,
+      )
+      const out = Buffer.concat(chunks.map((chunk) => scanner.scan(chunk)))
+      expect(out.equals(expected)).toBe(true)
+      expect(scanner.atBoundary()).toBe(true)
+    }
+  })
+
   it('holds an ErrorResponse back until it is whole, and passes other messages at once', () => {
     const scanner = new BackendScanner(() => undefined)
     const error = errorMessage('PF409')
