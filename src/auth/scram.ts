@@ -1,4 +1,5 @@
-import { createHash, createHmac, pbkdf2Sync, randomBytes, timingSafeEqual } from 'node:crypto'
+import { createHash, createHmac, pbkdf2Sync, timingSafeEqual } from 'node:crypto'
+import { randomBytes } from './random-block.js'
 
 /**
  * SCRAM-SHA-256 (RFC 5802, RFC 7677) as PostgreSQL stores and speaks it. A verifier holds no

@@ -42,6 +42,8 @@ export interface ProxyOptions extends SettingsOptions {
 }
 
 const SHUTDOWN = new PgError('57P01', 'terminating connection due to administrator command')
+/** A pooled session logs in to no server: its login never times out (shared, never aborted). */
+const NO_LOGIN_DEADLINE = new AbortController().signal
 
 export interface RunningProxy {
   host: string
@@ -192,7 +194,7 @@ export async function startProxy(
           onReady: () => clearTimeout(startupTimer),
           keepChannelBinding: false,
           nativeRelay,
-          loginDeadline: new AbortController().signal,
+          loginDeadline: NO_LOGIN_DEADLINE,
           cancelBackend: (key) => cancelBackend(pooled.server.node.config, key),
           onRejection: (code, table) => metrics.rejection(code, table),
           pooled: lendServer(pooled, pooling),
