@@ -37,6 +37,7 @@ BENCH_FENCED=${BENCH_FENCED:-1}
 BENCH_TLS=${BENCH_TLS:-1}
 BENCH_ONLY=${BENCH_ONLY:-}
 BENCH_LOGIN_WARMUP=${BENCH_LOGIN_WARMUP:-3}
+BENCH_LOGIN_JIT_WARMUP=${BENCH_LOGIN_JIT_WARMUP:-15}
 BENCH_CLIENTS=${BENCH_CLIENTS:-8}
 BENCH_JOBS=${BENCH_JOBS:-2}
 BENCH_SCALE=${BENCH_SCALE:-10}
@@ -158,7 +159,18 @@ run_pooled() {
 # Logins (-C): both proxies in each pool mode, with client TLS and with a plaintext userlist;
 # pgfence without pooling beside direct PostgreSQL (each login a new backend).
 run_logins() {
-  local round
+  local round port sslmode
+  # V8 optimizes code called once per login only after some thousands of logins: each pgfence
+  # first runs logins unmeasured for a while, as a long-running proxy would have.
+  log "==> logins: ${BENCH_LOGIN_JIT_WARMUP}s of logins through each pgfence first"
+  for port in "$PGFENCE_POOLED_PORT" "$PGFENCE_TRANSACTION_PORT" "$PGFENCE_LOGIN_TLS_PORT" \
+    "$PGFENCE_PLAIN_PORT" "$PGFENCE_PORT"; do
+    [[ -n $port ]] || continue
+    sslmode=${PGSSLMODE:-prefer}
+    [[ $port == "$PGFENCE_LOGIN_TLS_PORT" ]] && sslmode=require
+    PGSSLMODE=$sslmode pgbench -n -h 127.0.0.1 -p "$port" -U "$BENCH_USER" -c "$BENCH_CLIENTS" -j "$BENCH_JOBS" \
+      -S -C -T "$BENCH_LOGIN_JIT_WARMUP" "$BENCH_DB" >/dev/null 2>&1 || true
+  done
   for round in $(seq 1 "$BENCH_ROUNDS"); do
     log "==> logins round $round/$BENCH_ROUNDS (${BENCH_LOGIN_WARMUP}s warm-up + ${BENCH_SECONDS}s each)"
     measure_login session pgbouncer "$PGBOUNCER_POOLED_PORT"
