@@ -168,8 +168,9 @@ run_logins() {
     [[ -n $port ]] || continue
     sslmode=${PGSSLMODE:-prefer}
     [[ $port == "$PGFENCE_LOGIN_TLS_PORT" ]] && sslmode=require
-    PGSSLMODE=$sslmode pgbench -n -h 127.0.0.1 -p "$port" -U "$BENCH_USER" -c "$BENCH_CLIENTS" -j "$BENCH_JOBS" \
-      -S -C -T "$BENCH_LOGIN_JIT_WARMUP" "$BENCH_DB" >/dev/null 2>&1 || true
+    PGSSLMODE=$sslmode pgbench -n -h 127.0.0.1 -p "$port" -U "$BENCH_USER" \
+      -c "$BENCH_CLIENTS" -j "$BENCH_JOBS" -S -C -T "$BENCH_LOGIN_JIT_WARMUP" "$BENCH_DB" \
+      >/dev/null 2>&1 || true
   done
   for round in $(seq 1 "$BENCH_ROUNDS"); do
     log "==> logins round $round/$BENCH_ROUNDS (${BENCH_LOGIN_WARMUP}s warm-up + ${BENCH_SECONDS}s each)"
