@@ -3,6 +3,8 @@
 
 STARTED_PIDS=()
 STARTED_PIDFILES=()
+# The process id of the proxy listening on each port, for its CPU time.
+declare -A PROXY_PID=()
 STOP_CLUSTERS=()
 
 log() { printf '%s\n' "$*" >&2; }
@@ -68,14 +70,32 @@ CONF
   STOP_CLUSTERS+=("$dir/data")
 }
 
+# The SCRAM secret PostgreSQL stores for BENCH_PASSWORD (what pg_authid, hence a production
+# userlist or auth_query, holds), read from a throwaway role: the shared server's roles stay as
+# they are, and the secret does not depend on the role's name.
+scram_secret() {
+  local role="pgfence_bench_secret_$$"
+  psql -X -q -At -h "$PG_HOST" -p "$PG_PORT" -U "$BENCH_USER" -d postgres \
+    -c "SET password_encryption = 'scram-sha-256'" \
+    -c "CREATE ROLE $role PASSWORD '$BENCH_PASSWORD'" \
+    -c "SELECT rolpassword FROM pg_authid WHERE rolname = '$role'" \
+    -c "DROP ROLE $role"
+}
+
+# CPU time (user + system, clock ticks) the process $1 has used so far.
+cpu_ticks() {
+  awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+
 # PgBouncer on $1, forwarding database $2 to the PostgreSQL on $PG_PORT, in pool mode $3
-# (session) with auth_type $4 (trust; else BENCH_PASSWORD from its userlist). $5: more settings
-# (TLS), as ini lines. It refuses to run as root, so as root it runs as the postgres user.
+# (session) with auth_type $4 (trust; else USERLIST_SECRET, the SCRAM secret unless a caller
+# sets the plaintext password, from its userlist). $5: more settings (TLS), as ini lines. It
+# refuses to run as root, so as root it runs as the postgres user.
 start_pgbouncer() {
   local port=$1 db=$2 mode=${3:-session} auth=${4:-trust} extra=${5:-}
   local dir="$WORK_DIR/pgbouncer-$port"
   mkdir -p "$dir"
-  printf '"%s" "%s"\n' "$BENCH_USER" "$BENCH_PASSWORD" >"$dir/userlist.txt"
+  printf '"%s" "%s"\n' "$BENCH_USER" "$USERLIST_SECRET" >"$dir/userlist.txt"
   cat >"$dir/pgbouncer.ini" <<INI
 [databases]
 $db = host=$PG_HOST port=$PG_PORT dbname=$db
@@ -102,15 +122,16 @@ INI
     cat "$dir/pgbouncer.log" >&2
     return 1
   }
+  PROXY_PID[$port]=$(cat "$dir/pgbouncer.pid")
 }
 
 # pgfence on $1 in front of the PostgreSQL on $PG_PORT, fencing the tables in $2 (a YAML flow
-# list), pooling in mode $4 (none) with the same userlist as PgBouncer's; $5: upstream.tls
-# (disable); $6: more top-level YAML (the client-side tls section).
+# list), pooling in mode $4 (none) with a userlist like PgBouncer's (USERLIST_SECRET); $5:
+# upstream.tls (disable); $6: more top-level YAML (the client-side tls section).
 start_pgfence() {
   local port=$1 tables=$2 name=$3 mode=${4:-none} upstream_tls=${5:-disable} extra=${6:-}
   local config="$WORK_DIR/$name.yaml"
-  printf '"%s" "%s"\n' "$BENCH_USER" "$BENCH_PASSWORD" >"$WORK_DIR/$name-userlist.txt"
+  printf '"%s" "%s"\n' "$BENCH_USER" "$USERLIST_SECRET" >"$WORK_DIR/$name-userlist.txt"
   cat >"$config" <<YAML
 listen: { host: 127.0.0.1, port: $port }
 upstream: { host: $PG_HOST, port: $PG_PORT, tls: $upstream_tls }
@@ -123,8 +144,11 @@ YAML
   # A session of its own, as PgBouncer's daemon mode gives it: Linux schedules each session as
   # one group (autogroup), and a proxy in pgbench's session shares pgbench's CPU share and is
   # switched out more often per transaction. (setsid execs in place: $! is pgfence's pid.)
-  setsid node dist/cli/main.js start --config "$config" >"$WORK_DIR/$name.log" 2>&1 &
+  # shellcheck disable=SC2086 # PGFENCE_NODE_OPTIONS: words for node (--cpu-prof, to profile)
+  setsid node ${PGFENCE_NODE_OPTIONS:-} dist/cli/main.js start --config "$config" \
+    >"$WORK_DIR/$name.log" 2>&1 &
   STARTED_PIDS+=($!)
+  PROXY_PID[$port]=$!
   wait_for_postgres "$port" "$BENCH_DB" || {
     log "pgfence ($name) did not start; its log:"
     tail -n 20 "$WORK_DIR/$name.log" >&2

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # npm run bench: pgbench through direct PostgreSQL, PgBouncer (session mode) and pgfence.
 #
-# Pooled tables: pgbench -S (and -S -C, a new connection per transaction) with SCRAM clients
-# through PgBouncer and pgfence pooling in the same mode and pool size: session, then transaction.
+# Pooled tables: pgbench -S with SCRAM clients through PgBouncer and pgfence pooling in the
+# same mode and pool size: session, then transaction.
 # Table 1 (passthrough): pgbench -S in simple, extended and prepared modes; pgfence fences
 # nothing. Table 2 (fenced writes, BENCH_FENCED=1): an UPDATE of pgbench_accounts with the token
 # given by SET or by a comment, through a pgfence fencing pgbench_accounts (in a database of its
@@ -10,8 +10,14 @@
 # Table 3 (TLS, BENCH_TLS=1): pgbench -S against a throwaway PostgreSQL with ssl=on, through
 # PgBouncer with server_tls_sslmode=require and pgfence with upstream.tls: require; then with TLS
 # from pgbench too (sslmode=require; PgBouncer client_tls_sslmode=require, pgfence's tls section).
+# Logins table: pgbench -S -C (a new connection per transaction) through each pool mode, with
+# TLS from pgbench, and with a plaintext userlist; beside TPS, the proxy's own CPU per login
+# (utime + stime from /proc/<pid>/stat over the run, divided by the logins).
+# Userlists (PgBouncer's auth_file, pgfence's auth.file) hold the SCRAM secret PostgreSQL stores
+# for BENCH_PASSWORD, as production ones do; only the labelled plaintext row holds the password.
 # BENCH_ONLY=tls runs only table 3; BENCH_ONLY=session only the session-pool table;
-# BENCH_ONLY=transaction only the transaction-pool table; BENCH_ONLY=fenced only table 2.
+# BENCH_ONLY=transaction only the transaction-pool table; BENCH_ONLY=fenced only table 2;
+# BENCH_ONLY=login only the logins table.
 # Measurements are interleaved (each round visits every mode and target) and each cell is the
 # median over the rounds. Each measurement first runs BENCH_WARMUP seconds unmeasured: every new
 # client connection through a session-mode proxy (or directly) gets a new PostgreSQL backend,
@@ -30,6 +36,8 @@ BENCH_ROUNDS=${BENCH_ROUNDS:-3}
 BENCH_FENCED=${BENCH_FENCED:-1}
 BENCH_TLS=${BENCH_TLS:-1}
 BENCH_ONLY=${BENCH_ONLY:-}
+BENCH_LOGIN_WARMUP=${BENCH_LOGIN_WARMUP:-3}
+BENCH_LOGIN_JIT_WARMUP=${BENCH_LOGIN_JIT_WARMUP:-15}
 BENCH_CLIENTS=${BENCH_CLIENTS:-8}
 BENCH_JOBS=${BENCH_JOBS:-2}
 BENCH_SCALE=${BENCH_SCALE:-10}
@@ -74,8 +82,40 @@ measure() {
   printf '%s\t%s\t%s\t%s\n' "$table" "$row" "$target" "${tps:-FAIL}" >>"$RESULTS"
 }
 
+# One -C measurement: BENCH_LOGIN_WARMUP seconds unmeasured (a pool fills), then BENCH_SECONDS
+# during which the proxy's CPU time is counted; appends "login, row, target, tps, cpu ms per
+# login" (cpu - when there is no proxy process to read) to RESULTS.
+measure_login() {
+  local row=$1 target=$2 port=$3 pid=${PROXY_PID[${3:-none}]:-} output before after
+  local tps=FAIL cpu=-
+  local run=(pgbench -n -h 127.0.0.1 -p "$port" -U "$BENCH_USER" -c "$BENCH_CLIENTS"
+    -j "$BENCH_JOBS" -S -C -M simple)
+  if [[ -z $port ]]; then
+    log "    $row via $target: not running"
+  else
+    "${run[@]}" -T "$BENCH_LOGIN_WARMUP" "$BENCH_DB" >/dev/null 2>&1 || true
+    [[ -n $pid ]] && before=$(cpu_ticks "$pid")
+    if output=$("${run[@]}" -T "$BENCH_SECONDS" "$BENCH_DB" 2>&1); then
+      [[ -n $pid ]] && after=$(cpu_ticks "$pid")
+      read -r tps cpu < <(awk -v ticks="$((${after:-0} - ${before:-0}))" -v hz="$(getconf CLK_TCK)" \
+        -v pid="$pid" '
+        /actually processed/ { split($NF, n, "/"); logins = n[1] }
+        /^tps = / { tps = $3 }
+        END {
+          cpu = (pid != "" && logins > 0) ? sprintf("%.3f", ticks * 1000 / hz / logins) : "-"
+          printf "%.1f %s\n", tps, cpu
+        }' <<<"$output")
+      log "    $row via $target: $tps tps, $cpu ms CPU per login"
+    else
+      log "    $row via $target: pgbench failed: $(tail -n 2 <<<"$output" | tr '\n' ' ')"
+    fi
+  fi
+  printf 'login\t%s\t%s\t%s\t%s\n' "$row" "$target" "$tps" "$cpu" >>"$RESULTS"
+}
+
 summarize() {
-  awk -v table="$1" -v targets="$2" -v ratios="$3" -f "$BENCH_DIR/summarize.awk" "$RESULTS"
+  awk -v table="$1" -v targets="$2" -v ratios="$3" -v cpu="${4:-}" \
+    -f "$BENCH_DIR/summarize.awk" "$RESULTS"
 }
 
 prepare_database() {
@@ -104,8 +144,7 @@ run_passthrough() {
 }
 
 # Pooled targets: PgBouncer and pgfence pooling in the same mode (table "pooled": session,
-# "transaction": transaction), both authenticating clients with SCRAM; -C opens a new
-# connection per transaction (measured directly too in the session table).
+# "transaction": transaction), both authenticating clients with SCRAM (logins: run_logins).
 run_pooled() {
   local table=$1 bouncer=$2 fence=$3 round mode
   for round in $(seq 1 "$BENCH_ROUNDS"); do
@@ -114,9 +153,37 @@ run_pooled() {
       measure "$table" "$mode" pgbouncer "$bouncer" -S -M "$mode"
       measure "$table" "$mode" pgfence "$fence" -S -M "$mode"
     done
-    if [[ $table == pooled ]]; then measure pooled "simple -C" direct "$PG_PORT" -S -C -M simple; fi
-    measure "$table" "simple -C" pgbouncer "$bouncer" -S -C -M simple
-    measure "$table" "simple -C" pgfence "$fence" -S -C -M simple
+  done
+}
+
+# Logins (-C): both proxies in each pool mode, with client TLS and with a plaintext userlist;
+# pgfence without pooling beside direct PostgreSQL (each login a new backend).
+run_logins() {
+  local round port sslmode
+  # V8 optimizes code called once per login only after some thousands of logins: each pgfence
+  # first runs logins unmeasured for a while, as a long-running proxy would have.
+  log "==> logins: ${BENCH_LOGIN_JIT_WARMUP}s of logins through each pgfence first"
+  for port in "$PGFENCE_POOLED_PORT" "$PGFENCE_TRANSACTION_PORT" "$PGFENCE_LOGIN_TLS_PORT" \
+    "$PGFENCE_PLAIN_PORT" "$PGFENCE_PORT"; do
+    [[ -n $port ]] || continue
+    sslmode=${PGSSLMODE:-prefer}
+    [[ $port == "$PGFENCE_LOGIN_TLS_PORT" ]] && sslmode=require
+    PGSSLMODE=$sslmode pgbench -n -h 127.0.0.1 -p "$port" -U "$BENCH_USER" \
+      -c "$BENCH_CLIENTS" -j "$BENCH_JOBS" -S -C -T "$BENCH_LOGIN_JIT_WARMUP" "$BENCH_DB" \
+      >/dev/null 2>&1 || true
+  done
+  for round in $(seq 1 "$BENCH_ROUNDS"); do
+    log "==> logins round $round/$BENCH_ROUNDS (${BENCH_LOGIN_WARMUP}s warm-up + ${BENCH_SECONDS}s each)"
+    measure_login session pgbouncer "$PGBOUNCER_POOLED_PORT"
+    measure_login session pgfence "$PGFENCE_POOLED_PORT"
+    measure_login transaction pgbouncer "$PGBOUNCER_TRANSACTION_PORT"
+    measure_login transaction pgfence "$PGFENCE_TRANSACTION_PORT"
+    PGSSLMODE=require measure_login 'session, TLS' pgbouncer "$PGBOUNCER_LOGIN_TLS_PORT"
+    PGSSLMODE=require measure_login 'session, TLS' pgfence "$PGFENCE_LOGIN_TLS_PORT"
+    measure_login 'session, plaintext' pgbouncer "$PGBOUNCER_PLAIN_PORT"
+    measure_login 'session, plaintext' pgfence "$PGFENCE_PLAIN_PORT"
+    measure_login 'none (no pool)' direct "$PG_PORT"
+    measure_login 'none (no pool)' pgfence "$PGFENCE_PORT"
   done
 }
 
@@ -213,6 +280,7 @@ main() {
   ensure_pgbouncer
   log '==> npm run build'
   npm run --silent build >&2
+  USERLIST_SECRET=$(scram_secret)
   if [[ $BENCH_ONLY == tls ]]; then
     start_tls_targets
     run_tls
@@ -232,6 +300,15 @@ main() {
     print_transaction
     return
   fi
+  if [[ $BENCH_ONLY == login ]]; then
+    start_passthrough_pgfence
+    start_pool_targets session PGBOUNCER_POOLED_PORT PGFENCE_POOLED_PORT
+    start_pool_targets transaction PGBOUNCER_TRANSACTION_PORT PGFENCE_TRANSACTION_PORT
+    start_login_targets
+    run_logins
+    print_logins
+    return
+  fi
   if [[ $BENCH_ONLY == fenced ]]; then
     start_passthrough_pgfence
     start_fenced_pgfence
@@ -248,6 +325,7 @@ main() {
 
   start_pool_targets session PGBOUNCER_POOLED_PORT PGFENCE_POOLED_PORT
   start_pool_targets transaction PGBOUNCER_TRANSACTION_PORT PGFENCE_TRANSACTION_PORT
+  start_login_targets
 
   PGFENCE_FENCED_PORT=
   if [[ $BENCH_FENCED == 1 ]]; then start_fenced_pgfence; fi
@@ -257,6 +335,7 @@ main() {
   run_passthrough
   run_pooled pooled "$PGBOUNCER_POOLED_PORT" "$PGFENCE_POOLED_PORT"
   run_pooled transaction "$PGBOUNCER_TRANSACTION_PORT" "$PGFENCE_TRANSACTION_PORT"
+  run_logins
   if [[ $BENCH_FENCED == 1 ]]; then run_fenced_writes; fi
   if [[ $BENCH_TLS == 1 ]]; then run_tls; fi
 
@@ -265,6 +344,7 @@ main() {
   summarize passthrough 'direct pgbouncer pgfence' 'pgfence/pgbouncer pgfence/direct'
   print_session
   print_transaction
+  print_logins
   if [[ $BENCH_FENCED == 1 ]]; then print_fenced; fi
   if [[ $BENCH_TLS == 1 ]]; then print_tls; fi
 }
@@ -295,14 +375,43 @@ start_pool_targets() {
   printf -v "$3" '%s' "$fence"
 }
 
+# Session pools for the logins table beyond the pooled ones: TLS from the client (the upstream
+# leg plain), and userlists with the plaintext password.
+start_login_targets() {
+  local certs="$WORK_DIR/tls-login"
+  make_cert "$certs"
+  PGBOUNCER_LOGIN_TLS_PORT=$(free_port)
+  log "==> pgbouncer (session mode, SCRAM, client TLS) on 127.0.0.1:$PGBOUNCER_LOGIN_TLS_PORT"
+  start_pgbouncer "$PGBOUNCER_LOGIN_TLS_PORT" "$BENCH_DB" session scram-sha-256 "client_tls_sslmode = require
+client_tls_cert_file = $certs/server.crt
+client_tls_key_file = $certs/server.key"
+  PGFENCE_LOGIN_TLS_PORT=$(free_port)
+  log "==> pgfence (session pooling, SCRAM, client TLS) on 127.0.0.1:$PGFENCE_LOGIN_TLS_PORT"
+  start_pgfence "$PGFENCE_LOGIN_TLS_PORT" '[]' pgfence-login-tls session disable \
+    "tls: { cert: $certs/server.crt, key: $certs/server.key }" || PGFENCE_LOGIN_TLS_PORT=
+  local USERLIST_SECRET=$BENCH_PASSWORD
+  PGBOUNCER_PLAIN_PORT=$(free_port)
+  log "==> pgbouncer (session mode, plaintext userlist) on 127.0.0.1:$PGBOUNCER_PLAIN_PORT"
+  start_pgbouncer "$PGBOUNCER_PLAIN_PORT" "$BENCH_DB" session scram-sha-256
+  PGFENCE_PLAIN_PORT=$(free_port)
+  log "==> pgfence (session pooling, plaintext userlist) on 127.0.0.1:$PGFENCE_PLAIN_PORT"
+  start_pgfence "$PGFENCE_PLAIN_PORT" '[]' pgfence-plain session || PGFENCE_PLAIN_PORT=
+}
+
+print_logins() {
+  printf '\npgbench -S -C (a new connection per transaction; SCRAM secrets in both userlists unless marked), %s clients, %s x %ss after %ss warm-up, median TPS and proxy CPU ms per login\n' \
+    "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_LOGIN_WARMUP"
+  summarize login 'direct pgbouncer pgfence' 'pgfence/pgbouncer' cpu
+}
+
 print_session() {
-  printf '\npgbench -S through session pools (SCRAM clients; -C: a connection per transaction), %s clients, %s x %ss after %ss warm-up, median TPS\n' \
+  printf '\npgbench -S through session pools (SCRAM clients), %s clients, %s x %ss after %ss warm-up, median TPS\n' \
     "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"
-  summarize pooled 'direct pgbouncer pgfence' 'pgfence/pgbouncer'
+  summarize pooled 'pgbouncer pgfence' 'pgfence/pgbouncer'
 }
 
 print_transaction() {
-  printf '\npgbench -S through transaction pools (SCRAM clients, pool size 20; -C: a connection per transaction), %s clients, %s x %ss after %ss warm-up, median TPS\n' \
+  printf '\npgbench -S through transaction pools (SCRAM clients, pool size 20), %s clients, %s x %ss after %ss warm-up, median TPS\n' \
     "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_WARMUP"
   summarize transaction 'pgbouncer pgfence' 'pgfence/pgbouncer'
 }

@@ -1,7 +1,9 @@
-# Prints one results table from bench/run.sh's TSV lines: table, row, target, tps.
+# Prints one results table from bench/run.sh's TSV lines: table, row, target, tps (and, in the
+# logins table, the proxy's CPU ms per login, - when unknown).
 # Variables: table (which table), targets (space-separated column order),
-# ratios (space-separated "a/b" pairs of targets). Each cell is the median over rounds;
-# a cell with any failed round shows FAIL, one never measured shows -.
+# ratios (space-separated "a/b" pairs of targets), cpu (non-empty: CPU columns too, each the
+# median with the rounds' lowest and highest, and the ratios of the CPU medians). Each cell is
+# the median over rounds; a cell with any failed round shows FAIL, one never measured shows -.
 
 function median(list,    values, n, i, j, v) {
   n = split(list, values, " ")
@@ -21,6 +23,18 @@ $1 == table {
   key = $2 SUBSEP $3
   if ($4 == "FAIL") failed[key] = 1
   else samples[key] = samples[key] " " $4
+  if ($5 != "" && $5 != "-") cpus[key] = cpus[key] " " $5
+}
+
+# "median (lowest-highest)" of a list of numbers.
+function spread(list,    values, n, i, low, high) {
+  n = split(list, values, " ")
+  low = high = values[1] + 0
+  for (i = 2; i <= n; i++) {
+    if (values[i] + 0 < low) low = values[i] + 0
+    if (values[i] + 0 > high) high = values[i] + 0
+  }
+  return sprintf("%.2f (%.2f-%.2f)", median(list), low, high)
 }
 
 END {
@@ -29,6 +43,10 @@ END {
   printf "%-18s", ""
   for (t = 1; t <= ntargets; t++) printf " %14s", target[t] " tps"
   for (r = 1; r <= nratios; r++) printf " %18s", ratio[r]
+  if (cpu) {
+    for (t = 1; t <= ntargets; t++) printf " %20s", target[t] " ms/login"
+    for (r = 1; r <= nratios; r++) printf " %18s", ratio[r] " cpu"
+  }
   printf "\n"
   for (i = 1; i <= nrows; i++) {
     printf "%-18s", rows[i]
@@ -43,6 +61,21 @@ END {
         printf " %18.3f", tps[pair[1]] / tps[pair[2]]
       else printf " %18s", "n/a"
     }
+    if (cpu) printCpu(rows[i])
     printf "\n"
+  }
+}
+
+function printCpu(row,    t, r, key, ms, pair) {
+  for (t = 1; t <= ntargets; t++) {
+    key = row SUBSEP target[t]
+    if (key in cpus) { ms[target[t]] = median(cpus[key]); printf " %20s", spread(cpus[key]) }
+    else printf " %20s", "-"
+  }
+  for (r = 1; r <= nratios; r++) {
+    split(ratio[r], pair, "/")
+    if ((pair[1] in ms) && (pair[2] in ms) && ms[pair[2]] > 0)
+      printf " %18.2f", ms[pair[1]] / ms[pair[2]]
+    else printf " %18s", "n/a"
   }
 }

@@ -32,12 +32,13 @@ export function consoleLogin(
     return ({ connection, packet, leftover }) =>
       loginThroughUpstream(upstream, connection, packet.bytes, leftover)
   return async ({ connection, packet }) => {
-    await authenticateConnection(
+    const login = await authenticateConnection(
       connection,
       packet.params.get('user')!,
       LOOKUP_DATABASE,
       credentials,
     )
+    connection.socket.write(login.answer)
     return true
   }
 }

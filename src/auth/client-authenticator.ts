@@ -31,6 +31,16 @@ export interface UpstreamCredentials {
   password?: string
 }
 
+/** A client pgfence has authenticated, and what it still owes the client. */
+export interface ClientAuthentication {
+  credentials: UpstreamCredentials
+  /**
+   * The last authentication messages (SASL final, AuthenticationOk), not sent yet: they go out
+   * in one write with the greeting that follows them.
+   */
+  answer: Buffer
+}
+
 /** The client side of the connection while pgfence authenticates it. */
 export interface Conversation {
   send(bytes: Buffer): void
@@ -38,6 +48,8 @@ export interface Conversation {
 }
 
 const SCRAM = 'SCRAM-SHA-256'
+const SASL_MECHANISMS = authenticationSasl([SCRAM])
+const AUTHENTICATION_OK = authentication(AUTH_OK)
 /** Per process: the salts of mock verifiers are stable, so probing a user name tells nothing. */
 const mockSecret = randomBytes(32)
 /** Verifiers made from plaintext userlist passwords, made once each. */
@@ -48,32 +60,38 @@ const failed = (user: string) =>
 
 /**
  * Authenticates the client as `user` against its secret (null: unknown user, which fails the
- * same way as a wrong password, after a full exchange), then sends AuthenticationOk.
+ * same way as a wrong password, after a full exchange). AuthenticationOk is left to the caller
+ * to send (`answer`).
  */
-export async function authenticateClient(
+export function authenticateClient(
   conversation: Conversation,
   user: string,
   secret: Secret | null,
-): Promise<UpstreamCredentials> {
-  const credentials =
-    secret?.kind === 'md5'
-      ? await md5Exchange(conversation, user, secret.hash)
-      : await scramExchange(conversation, user, secret)
-  conversation.send(authentication(AUTH_OK))
-  return credentials
+): Promise<ClientAuthentication> {
+  return secret?.kind === 'md5'
+    ? md5Exchange(conversation, user, secret.hash)
+    : scramExchange(conversation, user, secret)
 }
 
-async function md5Exchange(conversation: Conversation, user: string, hash: string) {
+async function md5Exchange(
+  conversation: Conversation,
+  user: string,
+  hash: string,
+): Promise<ClientAuthentication> {
   const salt = md5Salt()
   conversation.send(authentication(AUTH_MD5, salt))
   const answer = passwordText(await expectPassword(conversation))
   if (!sameText(answer, md5Response(hash, salt))) throw failed(user)
-  return { md5: hash }
+  return { credentials: { md5: hash }, answer: AUTHENTICATION_OK }
 }
 
-async function scramExchange(conversation: Conversation, user: string, secret: Secret | null) {
+async function scramExchange(
+  conversation: Conversation,
+  user: string,
+  secret: Secret | null,
+): Promise<ClientAuthentication> {
   const verifier = verifierFor(user, secret)
-  conversation.send(authenticationSasl([SCRAM]))
+  conversation.send(SASL_MECHANISMS)
   const initial = await expectPassword(conversation)
   const mechanism = readCString(initial, 5)
   if (mechanism?.text !== SCRAM)
@@ -84,9 +102,15 @@ async function scramExchange(conversation: Conversation, user: string, secret: S
     conversation.send(authentication(AUTH_SASL_CONTINUE, Buffer.from(first)))
     const final = exchange.finish(passwordText(await expectPassword(conversation), false))
     if (!final || !secret) throw failed(user)
-    conversation.send(authentication(AUTH_SASL_FINAL, Buffer.from(final.serverFinal)))
     const keys = final.keys
-    return secret.kind === 'plain' ? plainCredentials(secret.password, user) : { scram: () => keys }
+    return {
+      credentials:
+        secret.kind === 'plain' ? plainCredentials(secret.password, user) : { scram: () => keys },
+      answer: Buffer.concat([
+        authentication(AUTH_SASL_FINAL, Buffer.from(final.serverFinal)),
+        AUTHENTICATION_OK,
+      ]),
+    }
   } catch (err) {
     if (err instanceof ScramError) throw new PgError('08P01', err.message)
     throw err

@@ -6,10 +6,12 @@ import type { CredentialSource } from './credential-source.js'
 /** Password and SASL messages are small; PostgreSQL caps them alike. */
 const MAX_AUTH_MESSAGE = 10000
 
-/** A client pgfence has authenticated (and sent AuthenticationOk); its socket is paused. */
+/** A client pgfence has authenticated; its socket is paused. */
 export interface AuthenticatedConnection {
   /** What pgfence may log in to PostgreSQL with on the client's behalf. */
   credentials: UpstreamCredentials
+  /** The last authentication messages, AuthenticationOk included, for the caller to send. */
+  answer: Buffer
   /** The client's bytes received after its last authentication message, so far. */
   readonly leftover: Buffer
 }
@@ -36,10 +38,11 @@ export async function authenticateConnection(
       send: (bytes: Buffer) => void socket.write(bytes),
       next: () => queue.next(),
     }
-    const credentials = await authenticateClient(conversation, user, secret)
+    const { credentials, answer } = await authenticateClient(conversation, user, secret)
     socket.pause()
     return {
       credentials,
+      answer,
       get leftover() {
         return queue.leftover
       },

@@ -12,10 +12,9 @@ export interface CredentialSource {
 
 export function createCredentialSource(auth: AuthConfig, upstream: Upstream) {
   const users = auth.file ? readUserlist(auth.file) : new Map<string, string>()
-  const fromFile = (user: string) => {
-    const text = users.get(user)
-    return text === undefined ? null : parseSecret(text)
-  }
+  // Parsed once here, not at every login.
+  const secrets = new Map([...users].map(([user, text]) => [user, parseSecret(text)]))
+  const fromFile = (user: string) => secrets.get(user) ?? null
   if (!auth.query) return { lookup: async (user: string) => fromFile(user) }
   const query = auth.query
   const authUser = auth.user!

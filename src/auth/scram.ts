@@ -1,4 +1,5 @@
-import { createHash, createHmac, pbkdf2Sync, randomBytes, timingSafeEqual } from 'node:crypto'
+import crypto, { createHash, createHmac, pbkdf2Sync, timingSafeEqual } from 'node:crypto'
+import { randomBytes } from './random-block.js'
 
 /**
  * SCRAM-SHA-256 (RFC 5802, RFC 7677) as PostgreSQL stores and speaks it. A verifier holds no
@@ -19,9 +20,32 @@ export interface ScramKeys {
   serverKey: Buffer
 }
 
-const hmac = (key: Buffer, text: string | Buffer): Buffer =>
-  createHmac('sha256', key).update(text).digest()
-const sha256 = (bytes: Buffer): Buffer => createHash('sha256').update(bytes).digest()
+type OneShotHash = (algorithm: string, data: Buffer, encoding: 'buffer') => Buffer
+/** Node's one-shot digest (20.12 on): no Hash object per digest, a few µs less per login. */
+const oneShot = (crypto as { hash?: OneShotHash }).hash
+
+const sha256 = (bytes: Buffer): Buffer =>
+  oneShot ? oneShot('sha256', bytes, 'buffer') : createHash('sha256').update(bytes).digest()
+
+const SHA256_BLOCK = 64
+const INNER_PAD = Buffer.alloc(SHA256_BLOCK, 0x36)
+const OUTER_PAD = Buffer.alloc(SHA256_BLOCK, 0x5c)
+
+/** HMAC-SHA-256 (RFC 2104) from two one-shot digests; keys here are 32 bytes, within a block. */
+function hmac(key: Buffer, text: string): Buffer {
+  if (!oneShot || key.length > SHA256_BLOCK) return createHmac('sha256', key).update(text).digest()
+  const message = Buffer.from(text)
+  const inner = Buffer.allocUnsafe(SHA256_BLOCK + message.length)
+  const outer = Buffer.allocUnsafe(SHA256_BLOCK + 32)
+  for (let i = 0; i < SHA256_BLOCK; i++) {
+    const k = key[i] ?? 0
+    inner[i] = INNER_PAD[i]! ^ k
+    outer[i] = OUTER_PAD[i]! ^ k
+  }
+  message.copy(inner, SHA256_BLOCK)
+  oneShot('sha256', inner, 'buffer').copy(outer, SHA256_BLOCK)
+  return oneShot('sha256', outer, 'buffer')
+}
 
 const xor = (a: Buffer, b: Buffer): Buffer => {
   const out = Buffer.allocUnsafe(a.length)

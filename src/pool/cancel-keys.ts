@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { randomBytes } from '../auth/random-block.js'
 import { CANCEL_REQUEST_CODE, CANCEL_REQUEST_LENGTH } from '../wire/protocol.js'
 
 /** Gives the BackendKeyData of the server connection a client holds now, if any. */

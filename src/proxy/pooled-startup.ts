@@ -11,7 +11,7 @@ import { readBackendKey } from '../server/cancel-forwarder.js'
 import type { LoginQuery } from './login-query.js'
 import { nonConformingStrings } from './server-notices.js'
 import type { PooledUpstream } from './session.js'
-import { backendKeyData, parameterStatus, readyForQuery } from '../wire/messages.js'
+import { backendKeyData, greeting, parameterStatuses } from '../wire/messages.js'
 
 export interface PoolingContext {
   /** Replaced by a reload. */
@@ -47,8 +47,9 @@ export interface PooledStartOptions {
 
 /**
  * Authenticates a client with pgfence's own credentials, lends it a server connection with the
- * client's startup settings applied, and greets it as PostgreSQL would: AuthenticationOk, the
- * server's ParameterStatus, pgfence's BackendKeyData, ReadyForQuery.
+ * client's startup settings applied, and greets it as PostgreSQL would, in one write: the last
+ * authentication messages (AuthenticationOk), the server's ParameterStatus, pgfence's
+ * BackendKeyData, ReadyForQuery.
  */
 export async function startPooledClient(
   connection: ClientConnection,
@@ -79,7 +80,7 @@ export async function startPooledClient(
   const held = { server: keepServer ? server : null }
   const cancelKey = context.cancelKeys.issue(() => held.server?.backendKey ?? null)
   // Greeted first: the settings' round trip to the server overlaps the client's next one.
-  socket.write(welcome(parameters, cancelKey))
+  socket.write(greeting(login.answer, encodedStatuses(parameters), cancelKey))
   const pooled = { pool, server, held, settings, cancelKey, leftover: login.leftover }
   if (!keepServer) {
     pool.checkin(server)
@@ -135,13 +136,23 @@ function greetingParameters(
   return [...parameters].map(([name, value]) => [name, asked.get(name.toLowerCase()) ?? value])
 }
 
+/** Encoded ParameterStatus sets by content: the clients of a pool mostly get the same one. */
+const statusSets = new Map<string, Buffer>()
+const STATUS_SETS_KEPT = 64
+
+function encodedStatuses(parameters: [string, string][]): Buffer {
+  let key = ''
+  for (const [name, value] of parameters) key += `${name}\0${value}\0`
+  let encoded = statusSets.get(key)
+  if (!encoded) {
+    if (statusSets.size >= STATUS_SETS_KEPT) statusSets.clear()
+    statusSets.set(key, (encoded = parameterStatuses(parameters)))
+  }
+  return encoded
+}
+
 const scs = (parameters: [string, string][]): string =>
   parameters.find(([name]) => name === 'standard_conforming_strings')?.[1] ?? 'on'
-
-function welcome(parameters: [string, string][], cancelKey: Buffer): Buffer {
-  const parts = parameters.map(([name, value]) => parameterStatus(name, value))
-  return Buffer.concat([...parts, backendKeyData(cancelKey), readyForQuery('I')])
-}
 
 /** The session's view of its server connection: given back to the pool (reset) at the end. */
 export function lendServer(client: PooledClient, context: PoolingContext): PooledUpstream {

@@ -42,6 +42,8 @@ export interface ProxyOptions extends SettingsOptions {
 }
 
 const SHUTDOWN = new PgError('57P01', 'terminating connection due to administrator command')
+/** A pooled session logs in to no server: its login never times out (shared, never aborted). */
+const NO_LOGIN_DEADLINE = new AbortController().signal
 
 export interface RunningProxy {
   host: string
@@ -101,10 +103,10 @@ export async function startProxy(
   )
   followFailovers(upstream, registry, pooling?.pools ?? null, metrics, logger)
 
-  async function serve(accepted: ClientConnection, log: Logger): Promise<void> {
+  async function serve(accepted: ClientConnection, conn: AcceptedClient): Promise<void> {
     const raw = accepted.socket
     const startupTimer = setTimeout(() => {
-      log.info('startup not completed in time')
+      conn.log().info('startup not completed in time')
       raw.destroy()
     }, live.config.limits.startupTimeoutMs)
     // A client gone during startup (TLS included) needs no timer.
@@ -137,11 +139,16 @@ export async function startProxy(
             registry.consoles.add(raw)
             raw.once('close', () => registry.consoles.delete(raw))
           },
-          logger: log,
+          logger: conn.log(),
         })
       }
       const database = params.get('database') ?? params.get('user') ?? ''
-      const sessionLog = log.child({ user: params.get('user'), database })
+      const sessionLog = logger.child({
+        conn: conn.id,
+        peer: conn.peer,
+        user: params.get('user'),
+        database,
+      })
       const nameCheck = params.has('replication')
         ? null
         : () => live.settings.current.nameChecks?.loginQuery(database) ?? null
@@ -153,10 +160,10 @@ export async function startProxy(
           churn?.sessionClosed()
         })
         registry.add(session, {
-          id: connectionId(log),
+          id: conn.id,
           user: params.get('user')!,
           database,
-          peer: peerOf(raw),
+          peer: conn.peer,
           connectedAt: new Date(),
           serverNode,
         })
@@ -192,7 +199,7 @@ export async function startProxy(
           onReady: () => clearTimeout(startupTimer),
           keepChannelBinding: false,
           nativeRelay,
-          loginDeadline: new AbortController().signal,
+          loginDeadline: NO_LOGIN_DEADLINE,
           cancelBackend: (key) => cancelBackend(pooled.server.node.config, key),
           commitsMayWait: () => commitsMayWait(upstream, pooled.server.node),
           onRejection: (code, table) => metrics.rejection(code, table),
@@ -241,7 +248,7 @@ export async function startProxy(
     } catch (err) {
       clearTimeout(startupTimer)
       login?.done()
-      refuse(client, err, log)
+      refuse(client, err, conn.log())
     }
   }
 
@@ -251,11 +258,14 @@ export async function startProxy(
     acceptClients(server, !ownTls, (connection) => {
       const raw = connection.socket
       applyKeepalive(raw, live.config.tcpKeepalive)
-      const log = logger.child({ conn: ++nextId, peer: peerOf(raw) })
+      const id = ++nextId
+      const peer = peerOf(raw)
+      let log: Logger | undefined
+      const conn = { id, peer, log: () => (log ??= logger.child({ conn: id, peer })) }
       connections.add(raw)
       raw.on('close', () => connections.delete(raw))
-      raw.on('error', (err) => log.debug({ err: err.message }, 'client socket error'))
-      void serve(connection, log)
+      raw.on('error', (err) => conn.log().debug({ err: err.message }, 'client socket error'))
+      void serve(connection, conn)
     })
   }
   // The sweep is armed only while a timeout is set: a reload may arm, change or stop it.
@@ -309,7 +319,15 @@ export async function startProxy(
   }
 }
 
-const connectionId = (log: Logger): number => (log.bindings() as { conn: number }).conn
+/**
+ * A client connection's number and address, and its logger: made when first used, since most
+ * connections log nothing before their session's own logger takes over.
+ */
+interface AcceptedClient {
+  id: number
+  peer: string
+  log(): Logger
+}
 
 /** The client's address, or the listener's socket path for a Unix-domain client. */
 const peerOf = (socket: net.Socket): string =>

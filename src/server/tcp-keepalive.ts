@@ -9,13 +9,19 @@ const setKeepalive = (nativeAddon?.setKeepalive as SetKeepalive | undefined) ?? 
 
 /**
  * Turns keepalive probes on for a connected TCP socket, so that a peer that vanished without a
- * FIN or RST (a black hole, a dead host) is noticed. Node sets only the idle time; the interval
- * and count apply when the native addon is built (else the kernel's defaults stand).
+ * FIN or RST (a black hole, a dead host) is noticed. The native addon sets all four options;
+ * without it Node sets only the idle time (the kernel's defaults stand for interval and count).
  */
 export function applyKeepalive(socket: net.Socket, keepalive: TcpKeepaliveConfig): void {
   if (!keepalive.enabled) return
-  socket.setKeepAlive(true, keepalive.idleMs)
   const fd = (socket as unknown as { _handle?: { fd?: number } })._handle?.fd
-  if (setKeepalive && typeof fd === 'number' && fd >= 0)
-    setKeepalive(fd, keepalive.idleMs, keepalive.intervalMs, keepalive.count)
+  const { idleMs, intervalMs, count } = keepalive
+  if (
+    setKeepalive &&
+    typeof fd === 'number' &&
+    fd >= 0 &&
+    setKeepalive(fd, idleMs, intervalMs, count)
+  )
+    return
+  socket.setKeepAlive(true, idleMs)
 }

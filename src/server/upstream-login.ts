@@ -11,11 +11,13 @@ export class UpstreamLogin {
   private readonly timer: NodeJS.Timeout
 
   constructor(upstream: Config['upstream']) {
-    const reason = unreachable(
-      upstream,
-      `no answer to the login within ${upstream.connectTimeoutMs} ms (upstream.connectTimeoutMs)`,
-    )
-    this.timer = setTimeout(() => this.controller.abort(reason), upstream.connectTimeoutMs)
+    // The error is made only when it is due: most logins never need it.
+    const timedOut = () =>
+      unreachable(
+        upstream,
+        `no answer to the login within ${upstream.connectTimeoutMs} ms (upstream.connectTimeoutMs)`,
+      )
+    this.timer = setTimeout(() => this.controller.abort(timedOut()), upstream.connectTimeoutMs)
   }
 
   /** Aborted, with the 08006 to send, once the login is out of time. */

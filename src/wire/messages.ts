@@ -62,3 +62,46 @@ export function readCString(bytes: Buffer, pos: number): { text: string; next: n
   const end = bytes.indexOf(0, pos)
   return end < 0 ? null : { text: bytes.toString('utf8', pos, end), next: end + 1 }
 }
+
+const BACKEND_KEY_DATA_LENGTH = 13
+const READY_FOR_QUERY_LENGTH = 6
+
+/** A ParameterStatus message per parameter, in one buffer. */
+export function parameterStatuses(parameters: [string, string][]): Buffer {
+  let length = 0
+  for (const [name, value] of parameters)
+    length += 7 + Buffer.byteLength(name) + Buffer.byteLength(value)
+  const out = Buffer.allocUnsafe(length)
+  let pos = 0
+  for (const [name, value] of parameters) {
+    const start = pos
+    out[pos] = 0x53 // ParameterStatus
+    pos += 5
+    pos += out.write(name, pos)
+    out[pos++] = 0
+    pos += out.write(value, pos)
+    out[pos++] = 0
+    out.writeUInt32BE(pos - start - 1, start + 1)
+  }
+  return out
+}
+
+/**
+ * The greeting that ends a login, in one buffer: `head` (the last authentication messages),
+ * `statuses` (parameterStatuses), BackendKeyData with `key` (8 bytes), ReadyForQuery (idle).
+ */
+export function greeting(head: Buffer, statuses: Buffer, key: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(
+    head.length + statuses.length + BACKEND_KEY_DATA_LENGTH + READY_FOR_QUERY_LENGTH,
+  )
+  let pos = head.copy(out, 0)
+  pos += statuses.copy(out, pos)
+  out[pos] = 0x4b // BackendKeyData
+  out.writeUInt32BE(BACKEND_KEY_DATA_LENGTH - 1, pos + 1)
+  key.copy(out, pos + 5, 0, 8)
+  pos += BACKEND_KEY_DATA_LENGTH
+  out[pos] = 0x5a // ReadyForQuery
+  out.writeUInt32BE(READY_FOR_QUERY_LENGTH - 1, pos + 1)
+  out[pos + 5] = 0x49 // 'I'
+  return out
+}
