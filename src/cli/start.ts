@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util'
 import { loadConfigFile } from '../config/load.js'
 import { createLogger } from '../log.js'
-import { fencesNothing } from '../proxy/fencing.js'
+import { fencesNothing } from '../fencing/fencing.js'
 import { startProxy, type RunningProxy } from '../proxy/proxy-server.js'
 
 export const usage = `usage: pgfence start --config FILE

@@ -1,5 +1,5 @@
 /*
- * A TLS connection owned by C from its handshake on (src/server/native-tls.ts drives it):
+ * A TLS connection owned by C from its handshake on (src/net/native-tls.ts drives it):
  * JavaScript hands over a TCP descriptor after the plaintext SSLRequest/'S' exchange, C runs
  * the handshake on the event loop and then pumps TLS <-> plaintext through a socketpair, whose
  * other end JavaScript reads and writes as an ordinary socket during login. When a session

@@ -1,7 +1,7 @@
 /*
  * The JavaScript side of tls-settings.h: tlsContext({ server: boolean, verify: boolean,
  * ca?: Buffer, cert?: Buffer, key?: Buffer }) → a context for tlsStart (tls-channel.h), made
- * once per proxy from the config (src/server/native-tls.ts). Without `ca`, a verifying client
+ * once per proxy from the config (src/net/native-tls.ts). Without `ca`, a verifying client
  * trusts the system's CAs.
  */
 #ifndef PGFENCE_TLS_CONTEXT_H

@@ -5,7 +5,7 @@ import { FENCING_CODES } from '../rewrite/refusal.js'
 import type { NamedPoolStats } from '../pool/pool-registry.js'
 import type { LiveConfig } from './live-config.js'
 import { poolRows } from './pool-view.js'
-import type { SessionRegistry } from './session-registry.js'
+import type { SessionRegistry } from '../session/session-registry.js'
 
 /** Whether a `schema.table` key, as rejections are counted, is a table a config name may denote. */
 function denotes(names: readonly string[], key: string): boolean {

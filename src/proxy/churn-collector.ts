@@ -1,6 +1,6 @@
 import v8 from 'node:v8'
 import vm from 'node:vm'
-import { nativeRelayModule } from './native-relay.js'
+import { nativeRelayModule } from '../relay/native-relay.js'
 
 /** Closed sessions that make a collection worth its pause (a few ms for the proxy's heap). */
 const CLOSED_SESSIONS_PER_COLLECTION = 100

@@ -9,8 +9,8 @@ import {
   type SessionSettings,
   type SettingsHolder,
   type SettingsOptions,
-} from './live-settings.js'
-import type { RegisteredSession } from './session-registry.js'
+} from '../fencing/live-settings.js'
+import type { RegisteredSession } from '../session/session-registry.js'
 
 /**
  * One step of putting a reloaded config in force, for what is made from the config once (pools,

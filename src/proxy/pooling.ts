@@ -3,7 +3,7 @@ import type { Logger } from '../log.js'
 import { CancelKeys } from '../pool/cancel-keys.js'
 import { PoolRegistry, type PoolObservers } from '../pool/pool-registry.js'
 import type { LiveConfig } from './live-config.js'
-import type { PoolingContext } from './pooled-startup.js'
+import type { PoolingContext } from '../session/pooled-startup.js'
 import type { Upstream } from '../upstream/primary-tracker.js'
 
 /**

@@ -6,13 +6,13 @@ import { PgError } from '../wire/error-response.js'
 import { SSL_REQUEST_CODE } from '../wire/protocol.js'
 import { encodeRequestCode } from '../wire/startup-packet.js'
 import { ReadBufferPool } from '../wire/read-buffer-pool.js'
-import { applyKeepalive } from './tcp-keepalive.js'
+import { applyKeepalive } from '../net/tcp-keepalive.js'
 import {
   nativeTlsAvailable,
   nativeTlsContext,
   startNativeTls,
   type NativeTlsContext,
-} from './native-tls.js'
+} from '../net/native-tls.js'
 
 type UpstreamConfig = Config['upstream']
 
@@ -41,7 +41,7 @@ export interface ConnectOptions {
   /** Aborted when the whole login is out of time: the socket is destroyed, with its reason. */
   deadline?: AbortSignal
   /**
-   * TLS in the native addon (src/server/native-tls.ts), so that the native relay can take the
+   * TLS in the native addon (src/net/native-tls.ts), so that the native relay can take the
    * session; else (or when the addon is not built) Node's TLSSocket.
    */
   nativeTls?: boolean

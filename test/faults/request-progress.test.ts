@@ -2,9 +2,9 @@ import { once } from 'node:events'
 import net from 'node:net'
 import { serialize } from 'pg-protocol'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { cutError } from '../../src/proxy/cut-outcome.js'
-import { nativeRelayModule, relaySession, type NativeRelay } from '../../src/proxy/native-relay.js'
-import { RequestTracker, type RequestProgress } from '../../src/proxy/request-progress.js'
+import { cutError } from '../../src/session/cut-outcome.js'
+import { nativeRelayModule, relaySession, type NativeRelay } from '../../src/relay/native-relay.js'
+import { RequestTracker, type RequestProgress } from '../../src/relay/request-progress.js'
 import { parse, query, sync, typed } from '../wire/frames.js'
 
 const bind = (statement: string) =>

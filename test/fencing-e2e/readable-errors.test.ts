@@ -1,6 +1,6 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { withoutOwnContext } from '../../src/proxy/readable-errors.js'
+import { withoutOwnContext } from '../../src/fencing/readable-errors.js'
 import { pgBin, runCommand } from '../e2e/support/commands.js'
 import { createTestDatabase } from '../support/database.js'
 import { startFencedStack, type FencedStack } from './support.js'

@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import { tokenize } from '../../src/rewrite/lexer.js'
 import { normalise } from '../../src/rewrite/normalise.js'
-import { nativeRelayModule } from '../../src/proxy/native-relay.js'
+import { nativeRelayModule } from '../../src/relay/native-relay.js'
 
 const keys = { token: 'fencing_token', resource: 'fencing_resource' }
 

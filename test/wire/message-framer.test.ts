@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { MessageFramer } from '../../src/wire/message-framer.js'
 import type { PgError } from '../../src/wire/error-response.js'
-import { REWRITTEN_TYPES, TERMINATE_ONLY } from '../../src/proxy/statement-interceptor.js'
+import { REWRITTEN_TYPES, TERMINATE_ONLY } from '../../src/relay/statement-interceptor.js'
 import { parse, query, splits, sync, typed } from './frames.js'
 
 function run(chunks: Buffer[], intercept = REWRITTEN_TYPES, max = 1 << 20) {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { unknownCommit } from '../../src/proxy/server-notices.js'
+import { unknownCommit } from '../../src/fencing/server-notices.js'
 import { encodeErrorResponse, type ErrorField } from '../../src/wire/error-response.js'
 
 const DETAIL =

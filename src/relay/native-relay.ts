@@ -2,8 +2,8 @@ import type net from 'node:net'
 import type { CommentKeys } from '../rewrite/normalise.js'
 import { nativeAddon } from '../native-addon.js'
 import { FRONTEND_TYPE_CHARS } from '../wire/protocol.js'
-import { descriptorOf, stopReading } from '../wire/socket-handle.js'
-import { nativeTlsChannel, type NativeTlsChannel } from '../server/native-tls.js'
+import { descriptorOf, stopReading } from '../net/socket-handle.js'
+import { nativeTlsChannel, type NativeTlsChannel } from '../net/native-tls.js'
 import type { CarriedProgress, RequestProgress } from './request-progress.js'
 
 /** What is left when a native relay stops: bytes not yet written, and where the server stands. */
@@ -43,7 +43,7 @@ export interface NativeRelaySettings {
 }
 
 export interface NativeRelayOptions extends NativeRelaySettings {
-  /** The client's TLS channel, when its socket is one's plaintext end (src/server/native-tls.ts). */
+  /** The client's TLS channel, when its socket is one's plaintext end (src/net/native-tls.ts). */
   clientTls?: NativeTlsChannel
   /** Likewise for the server's. */
   serverTls?: NativeTlsChannel

@@ -1,7 +1,7 @@
 import net from 'node:net'
 import tls from 'node:tls'
 import { nativeAddon } from '../native-addon.js'
-import { descriptorOf, stopReading } from '../wire/socket-handle.js'
+import { descriptorOf, stopReading } from './socket-handle.js'
 
 /**
  * TLS in the native addon (src/native/tls-channel.c, tls-context.c), so that encrypted sessions

@@ -14,18 +14,18 @@ import { Backend, Frontend, FRONTEND_TYPES, HEADER_BYTES } from '../wire/protoco
 import { cancelUnlessCommitting, cutError, type CutReason } from './cut-outcome.js'
 import { KeptConnectionRelay } from './kept-connection-relay.js'
 import type { PooledClient, PoolingContext } from './pooled-startup.js'
-import type { SettingsHolder } from './live-settings.js'
-import { idleBefore, MaintenanceLog, observedTypes } from './maintenance-log.js'
-import { RequestTracker, type RequestProgress } from './request-progress.js'
+import type { SettingsHolder } from '../fencing/live-settings.js'
+import { idleBefore, MaintenanceLog, observedTypes } from '../fencing/maintenance-log.js'
+import { RequestTracker, type RequestProgress } from '../relay/request-progress.js'
 import {
   onServerError,
   parameterRefusal,
   unknownCommit,
   type OnRejection,
-} from './server-notices.js'
+} from '../fencing/server-notices.js'
 import type { SessionState } from './session.js'
-import { encodingOf, interceptStatement } from './statement-interceptor.js'
-import { readableRefusal, refusalStatement } from './transaction-pool-refusals.js'
+import { encodingOf, interceptStatement } from '../relay/statement-interceptor.js'
+import { readableRefusal, refusalStatement } from '../pool/transaction-pool-refusals.js'
 
 export interface TransactionSessionOptions {
   pool: Pool

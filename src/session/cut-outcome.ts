@@ -1,5 +1,5 @@
 import { PgError } from '../wire/error-response.js'
-import type { RequestProgress } from './request-progress.js'
+import type { RequestProgress } from '../relay/request-progress.js'
 
 /** Why pgfence ends a session itself. */
 export type CutReason =

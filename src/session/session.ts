@@ -8,25 +8,25 @@ import { BackendScanner } from '../wire/backend-scanner.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
 import { Backend, Frontend } from '../wire/protocol.js'
-import { idleBefore, MaintenanceLog } from './maintenance-log.js'
+import { idleBefore, MaintenanceLog } from '../fencing/maintenance-log.js'
 import {
   interceptStatement,
   REWRITTEN_TYPES,
   TERMINATE_ONLY,
   WITH_BIND_TYPES,
-} from './statement-interceptor.js'
-import { RequestTracker, type RequestProgress } from './request-progress.js'
+} from '../relay/statement-interceptor.js'
+import { RequestTracker, type RequestProgress } from '../relay/request-progress.js'
 import { cancelUnlessCommitting, cutError, type CutReason } from './cut-outcome.js'
-import { onServerError, parameterRefusal, unknownCommit } from './server-notices.js'
-import { withLoginQuery, type LoginPhase, type LoginQuery } from './login-query.js'
+import { onServerError, parameterRefusal, unknownCommit } from '../fencing/server-notices.js'
+import { withLoginQuery, type LoginPhase, type LoginQuery } from '../server/login-query.js'
 import {
   asciiOnly,
   relaySession,
   type NativeRelay,
   type NativeRelaySettings,
-} from './native-relay.js'
-import { resumeReading } from '../wire/socket-handle.js'
-import type { SettingsHolder } from './live-settings.js'
+} from '../relay/native-relay.js'
+import { resumeReading } from '../net/socket-handle.js'
+import type { SettingsHolder } from '../fencing/live-settings.js'
 
 /** An empty write: its callback runs once everything queued before it is flushed. */
 const FLUSH_MARK = Buffer.alloc(0)
@@ -201,7 +201,7 @@ export class ProxySession {
 
   /**
    * Ends the session on pgfence's own account (shutdown deadline, a timeout): the client learns
-   * what became of its transaction (src/proxy/cut-outcome.ts) and a backend still busy is
+   * what became of its transaction (src/session/cut-outcome.ts) and a backend still busy is
    * cancelled, unless it may be a COMMIT waiting for a synchronous standby. Resolves once the
    * cancel request was delivered.
    */
@@ -345,7 +345,7 @@ export class ProxySession {
 
   /**
    * Moves the session to the native relay, when both sockets are plain TCP or native TLS
-   * channels (src/server/native-tls.ts) and both byte streams
+   * channels (src/net/native-tls.ts) and both byte streams
    * stand at a message boundary with nothing buffered. Returns whether it did.
    */
   private handOver(): boolean {

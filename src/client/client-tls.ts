@@ -3,7 +3,7 @@ import tls from 'node:tls'
 import { readFileSync } from 'node:fs'
 import { X509Certificate } from 'node:crypto'
 import type { Config } from '../config/schema.js'
-import { nodeClientTls, type StartClientTls } from '../client/startup-handshake.js'
+import { nodeClientTls, type StartClientTls } from './startup-handshake.js'
 import {
   isEncrypted,
   nativeTlsAvailable,
@@ -12,7 +12,7 @@ import {
   startNativeTls,
   NativeTlsError,
   type NativeTlsContext,
-} from '../server/native-tls.js'
+} from '../net/native-tls.js'
 import { PgError } from '../wire/error-response.js'
 
 /** TLS towards clients (config `tls`). */
@@ -23,7 +23,7 @@ export interface ClientTls {
 }
 
 /**
- * The handshake in C (src/server/native-tls.ts): the client's TCP socket reads no more and
+ * The handshake in C (src/net/native-tls.ts): the client's TCP socket reads no more and
  * lives as long as the plaintext socket that replaces it, which closes when it closes (the
  * startup timeout destroys it).
  */

@@ -2,17 +2,17 @@ import type net from 'node:net'
 import type { ServerConnection } from '../pool/server-connection.js'
 import { RULE_WORDS } from '../pool/transaction-rules.js'
 import { Frontend } from '../wire/protocol.js'
-import { resumeReading } from '../wire/socket-handle.js'
-import type { SettingsHolder } from './live-settings.js'
-import { idleBefore, observedTypes, type MaintenanceLog } from './maintenance-log.js'
+import { resumeReading } from '../net/socket-handle.js'
+import type { SettingsHolder } from '../fencing/live-settings.js'
+import { idleBefore, observedTypes, type MaintenanceLog } from '../fencing/maintenance-log.js'
 import {
   asciiOnly,
   relaySession,
   type NativeRelay,
   type NativeRelayOptions,
   type NativeRelaySettings,
-} from './native-relay.js'
-import type { RequestProgress, RequestTracker } from './request-progress.js'
+} from '../relay/native-relay.js'
+import type { RequestProgress, RequestTracker } from '../relay/request-progress.js'
 
 /** What relaying a kept connection needs from its transaction session. */
 export interface KeptConnectionOptions {

@@ -1,5 +1,5 @@
 import type net from 'node:net'
-import { returnReadBuffer } from './read-buffer-pool.js'
+import { returnReadBuffer } from '../wire/read-buffer-pool.js'
 
 interface SocketHandle {
   fd?: number

@@ -1,7 +1,7 @@
-import type { RefusedFeature } from '../pool/transaction-rules.js'
+import type { RefusedFeature } from './transaction-rules.js'
 import { quoteLiteral } from '../rewrite/sql-text.js'
 import { decodeErrorResponse, type ErrorFields } from '../wire/error-response.js'
-import { withContext } from './readable-errors.js'
+import { withContext } from '../fencing/readable-errors.js'
 
 /**
  * What each feature would leave on the server connection, and what to do instead: ASCII only,

@@ -2,8 +2,8 @@ import type { Logger } from '../log.js'
 import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 import { maintenanceNeedle } from '../rewrite/statement-marker.js'
 import { Frontend } from '../wire/protocol.js'
-import type { RequestProgress } from './request-progress.js'
-import { encodingOf } from './statement-interceptor.js'
+import type { RequestProgress } from '../relay/request-progress.js'
+import { encodingOf } from '../relay/statement-interceptor.js'
 
 const value = String.raw`(?:'?(?:off|false|no|0)'?|default)`
 const end = String.raw`\s*;?\s*$`

@@ -1,6 +1,6 @@
 import type { Config } from '../config/schema.js'
 import type { CutReason } from './cut-outcome.js'
-import type { RequestProgress } from './request-progress.js'
+import type { RequestProgress } from '../relay/request-progress.js'
 
 type Limits = Pick<Config['limits'], 'queryTimeoutMs' | 'idleTransactionTimeoutMs'>
 

@@ -2,8 +2,8 @@ import type { Config } from '../config/schema.js'
 import type { Logger } from '../log.js'
 import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 import { createFencingRewriter } from './fencing.js'
-import { createNativeQueryCache } from './native-query-cache.js'
-import { nativeRelayModule, type NativeQueryCache } from './native-relay.js'
+import { createNativeQueryCache } from '../relay/native-query-cache.js'
+import { nativeRelayModule, type NativeQueryCache } from '../relay/native-relay.js'
 import { TableNameChecks } from './table-name-checks.js'
 
 /** What sessions apply to each statement; a config reload replaces it whole. */

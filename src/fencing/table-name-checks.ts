@@ -26,8 +26,8 @@ import {
   replicationMode,
   type ReplicationMode,
 } from '../upstream/replication-guarantee.js'
-import type { LoginQuery } from './login-query.js'
-import type { NativeQueryCache } from './native-relay.js'
+import type { LoginQuery } from '../server/login-query.js'
+import type { NativeQueryCache } from '../relay/native-relay.js'
 
 /** How often a database's names are resolved again (a session's login pays one round trip). */
 const RECHECK_MS = 60_000
