@@ -11,7 +11,7 @@ import {
   queryOnce,
   type TestDatabase,
 } from '../support/database.js'
-import { startFreezableProxy } from './support/freezable-proxy.js'
+import { startFreezableProxy } from '../../src/dev/freezable-proxy.js'
 import { redisUrl } from './support/lease-fixtures.js'
 import { freePort } from './support/throwaway-cluster.js'
 
