@@ -125,10 +125,11 @@ export async function startRedisFailover(signal?: AbortSignal) {
     /** From now on nothing written to the primary reaches the replica. */
     holdBackReplica: () => relay.freeze(),
     /**
-     * Kills the primary, then waits until Sentinel has promoted the replica. First it makes sure
+     * Kills the primary (then calls `onPrimaryKilled`), and waits until Sentinel has promoted the
+     * replica. First it makes sure
      * the replica still replicates through the frozen relay, so nothing held back reached it.
      */
-    failOver: async () => {
+    failOver: async (onPrimaryKilled: () => void = () => {}) => {
       const behindRelay = await ask(replicaPort, async (replica) =>
         (await replica.info('replication')).includes(`master_port:${relayPort}\r\n`),
       )
@@ -136,6 +137,7 @@ export async function startRedisFailover(signal?: AbortSignal) {
       const exited = once(primary, 'exit')
       primary.kill('SIGKILL')
       await exited
+      onPrimaryKilled()
       await wait(async () => {
         const address = (await sentinel.call(
           'SENTINEL',
@@ -179,6 +181,7 @@ async function until(
     signal?.throwIfAborted()
     if (await condition().catch(() => false)) return
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await delay(50, undefined, { signal })
+    // Aborted: the signal's reason, not the AbortError of the delay.
+    await delay(50, undefined, { signal }).catch(() => signal?.throwIfAborted())
   }
 }
