@@ -52,7 +52,7 @@ export interface SkippedRound {
 
 function resultTable(results: RoundResult[]): string {
   const rows = [
-    ['round', 'lock', 'write path', 'expected', 'late write', 'final', 'outcome'],
+    ['round', 'lock', 'write path', 'expected', 'stale write', 'final', 'outcome'],
     ...results.map((result) => {
       const story = roundStory[result.name]
       return [
