@@ -25,8 +25,9 @@ export interface RoundResult {
 }
 
 export interface DemoEnvironment {
-  /** The lease store of the GC-pause rounds. */
+  /** The lease store of the GC-pause rounds, and their lease TTL and pause. */
   store: WorkerStore
+  timing: PauseTiming
   /** A database of the server to create and drop the demo database from. */
   adminUrl: string
   /** The demo database, straight to PostgreSQL. */
@@ -39,8 +40,20 @@ export interface DemoEnvironment {
 }
 
 export const pauseRounds = ['naive', 'lease', 'fenced', 'split-brain'] as const
-export const leaseTtlMs = 1000
-export const freezeMs = 1500
+/**
+ * The lease's TTL and worker 1's pause in the GC-pause rounds: 1 s and 1.5 s, or 2 s and 3 s
+ * with etcd, which counts TTLs in whole seconds with a minimum of its own (1.5 s by default).
+ */
+export function pauseTiming(store: string): PauseTiming {
+  return store === 'etcd' ? { ttlMs: 2000, freezeMs: 3000 } : { ttlMs: 1000, freezeMs: 1500 }
+}
+
+export interface PauseTiming {
+  ttlMs: number
+  freezeMs: number
+}
+/** How long a worker that wrote may take to release its lease and exit. */
+const workerExitMs = 5000
 /** Long enough that neither holder's lease runs out while Sentinel fails over. */
 const failoverTtlMs = 30_000
 const firstValue = 'A'
@@ -127,6 +140,20 @@ class Worker {
     const next = await this.next()
     if (next.event !== event) throw new Error(`a demo worker reported ${next.event}, not ${event}`)
     return next as Extract<DemoEvent, { event: K }>
+  }
+
+  /**
+   * Gives the worker up to `ms` to release its lease and exit by itself (stop() kills it after);
+   * throws if the demo is interrupted meanwhile.
+   */
+  async finish(ms: number): Promise<void> {
+    const exited = new AbortController()
+    const timeout = delay(ms, undefined, {
+      signal: AbortSignal.any([exited.signal, this.interrupted]),
+    })
+    await Promise.race([this.exited, timeout.catch(() => {})])
+    exited.abort() // no timer is left to keep the demo alive
+    this.interrupted.throwIfAborted()
   }
 
   /** Kills the worker if it still runs (frozen or not), and waits for it to be gone. */
@@ -279,7 +306,8 @@ export async function playPauseRound(
 ): Promise<RoundResult> {
   await resetInvoice(env)
   const timeline = new Timeline(say)
-  const task = taskOf(name, env, leaseTtlMs)
+  const { ttlMs, freezeMs } = env.timing
+  const task = taskOf(name, env, ttlMs)
   const first = startWorker(task('first', firstValue, env.store), env.interrupted)
   const second = startWorker(task('second', secondValue, env.store), env.interrupted)
   const subject = name === 'split-brain' ? 'the nightly billing run' : 'invoice 99'
@@ -312,14 +340,14 @@ export async function playPauseRound(
     )
     timeline.addPast({
       kind: 'expiry',
-      atMs: writer1.grantedAtMs + leaseTtlMs,
+      atMs: writer1.grantedAtMs + ttlMs,
       lane: 'lock service',
       holder: 'worker 1',
       text: `worker 1's lease expires (not renewed)`,
     })
     await second.expect('about-to-write')
     await writeOf(timeline, writer2, 'worker 2 writes B')
-    await second.exited
+    await second.finish(workerExitMs)
 
     await thawAt
     first.process.kill('SIGCONT')
@@ -333,12 +361,12 @@ export async function playPauseRound(
     })
     timeline.tell(`worker 1 wakes (SIGCONT) and writes ${firstValue}`)
     staleWrite = await writeOf(timeline, writer1, `worker 1's late write`)
-    await first.exited
+    await first.finish(workerExitMs)
   } finally {
     // Whatever failed, no worker outlives its round (a frozen one holds stdout open).
     await Promise.all([first.stop(), second.stop()])
   }
-  return resultOf(name, env, timeline, staleWrite, leaseTtlMs)
+  return resultOf(name, env, timeline, staleWrite, ttlMs)
 }
 
 /**

@@ -13,8 +13,7 @@ import { startProxy } from '../proxy/proxy-server.js'
 import { timelinePage } from './demo-html.js'
 import {
   billingResource,
-  freezeMs,
-  leaseTtlMs,
+  pauseTiming,
   pauseRounds,
   playFailoverRound,
   playPauseRound,
@@ -25,21 +24,22 @@ import {
 import type { RoundName, WorkerStore } from './demo-worker.js'
 
 const allRounds: RoundName[] = [...pauseRounds, 'redis-failover']
-const stores = ['postgres', 'redis'] as const
+const stores = ['postgres', 'redis', 'etcd'] as const
 type StoreName = (typeof stores)[number]
 
-export const usage = `usage: pgfence demo [--store postgres|redis] [--rounds LIST] [--json] [--html FILE]
-                   [--redis-url URL] [--database-url URL]
+export const usage = `usage: pgfence demo [--store postgres|redis|etcd] [--rounds LIST] [--json] [--html FILE]
+                   [--redis-url URL] [--etcd-endpoints URLS] [--database-url URL]
 
 The GC-pause story with real processes, and a Redis failover that grants one lease twice.
   --store NAME         where the leases live: postgres (default: the demo database itself,
-                       nothing else to run) or redis (--redis-url)
+                       nothing else to run), redis (--redis-url) or etcd (--etcd-endpoints)
   --rounds LIST        which rounds, comma-separated (default: all):
                        ${allRounds.join(', ')}; redis-failover starts a Redis
                        primary, replica and Sentinel of its own (redis-server, redis-sentinel)
   --json               print the rounds and their events as JSON
   --html FILE          draw the rounds as a timeline in one self-contained HTML page
   --redis-url URL      the Redis of --store redis (default redis://127.0.0.1:6379)
+  --etcd-endpoints URLS  the etcd of --store etcd, comma-separated (default http://127.0.0.1:2379)
   --database-url URL   a PostgreSQL server to use (default: an embedded one); the demo runs in a
                        database of its own there, pgfence_demo_<random>, created through this
                        URL's database and dropped at the end (the role needs CREATEDB)`
@@ -115,6 +115,25 @@ async function checkRedis(url: string): Promise<void> {
   }
 }
 
+/** Before anything starts: an etcd none of whose endpoints is healthy is one line and the end. */
+async function checkEtcd(endpoints: string[]): Promise<void> {
+  let reason = 'no endpoint'
+  for (const endpoint of endpoints) {
+    try {
+      const health = await fetch(new URL('/health', endpoint), {
+        signal: AbortSignal.timeout(2000),
+      })
+      if (health.ok) return
+      reason = `${health.status} ${health.statusText}`
+    } catch (err) {
+      reason = ((err as Error).cause as Error | undefined)?.message ?? (err as Error).message
+    }
+  }
+  throw new Error(
+    `etcd at ${endpoints.map(addressOf).join(', ')} does not answer (${reason}); start it or pass --etcd-endpoints`,
+  )
+}
+
 /**
  * The PostgreSQL server: the one given, reached through the database its URL names, or an
  * embedded one in a temp dir removed afterwards.
@@ -148,6 +167,7 @@ class DemoUsageError extends Error {}
 interface DemoOptions {
   store: StoreName
   redisUrl: string
+  etcdEndpoints: string[]
   databaseUrl: string | undefined
   rounds: RoundName[]
 }
@@ -171,6 +191,7 @@ async function playDemo(
   interrupted: AbortSignal,
 ) {
   if (options.store === 'redis') await checkRedis(options.redisUrl)
+  if (options.store === 'etcd') await checkEtcd(options.etcdEndpoints)
   const server = await openServer(options.databaseUrl)
   // A database of its own, so that a server's own invoices are never touched.
   const direct = new URL(server.urlOf(`pgfence_demo_${randomBytes(4).toString('hex')}`))
@@ -190,9 +211,14 @@ async function playDemo(
       proxied.hostname = proxy.host
       proxied.port = String(proxy.port)
       const store: WorkerStore =
-        options.store === 'redis' ? { redis: options.redisUrl } : { postgres: direct.toString() }
+        options.store === 'redis'
+          ? { redis: options.redisUrl }
+          : options.store === 'etcd'
+            ? { etcd: options.etcdEndpoints }
+            : { postgres: direct.toString() }
       const env: DemoEnvironment = {
         store,
+        timing: pauseTiming(options.store),
         adminUrl: server.adminUrl,
         databaseUrl: direct.toString(),
         proxyUrl: proxied.toString(),
@@ -248,6 +274,7 @@ export async function run(argv: string[]): Promise<number> {
       store: { type: 'string', default: 'postgres' },
       rounds: { type: 'string' },
       'redis-url': { type: 'string', default: 'redis://127.0.0.1:6379' },
+      'etcd-endpoints': { type: 'string', default: 'http://127.0.0.1:2379' },
       'database-url': { type: 'string' },
     },
   })
@@ -261,6 +288,7 @@ export async function run(argv: string[]): Promise<number> {
     options = {
       store: values.store as StoreName,
       redisUrl: values['redis-url'],
+      etcdEndpoints: values['etcd-endpoints'].split(',').map((url) => url.trim()),
       databaseUrl: values['database-url'],
       rounds: parseRounds(values.rounds),
     }
@@ -269,8 +297,9 @@ export async function run(argv: string[]): Promise<number> {
     return 2
   }
   const say = values.json ? () => {} : (line: string) => void process.stdout.write(`${line}\n`)
+  const { ttlMs, freezeMs } = pauseTiming(options.store)
   say(
-    `pgfence demo: leases in ${options.store}, ${leaseTtlMs / 1000} s; worker 1 frozen for ${freezeMs / 1000} s`,
+    `pgfence demo: leases in ${options.store}, ${ttlMs / 1000} s; worker 1 frozen for ${freezeMs / 1000} s`,
   )
   const interruption = new AbortController()
   const interrupt = (signal: NodeJS.Signals) =>

@@ -18,6 +18,7 @@ import {
 } from '../support/database.js'
 import { elementsOf, parseTimelinePage } from './support/timeline-page.js'
 import { redisUrl } from './support/lease-fixtures.js'
+import { etcdUrl } from './support/lease-stores.js'
 import { freePort } from './support/throwaway-cluster.js'
 
 const run = promisify(execFile)
@@ -176,6 +177,31 @@ describe('pgfence demo', () => {
               NOT EXISTS (SELECT FROM pg_namespace WHERE nspname = 'pgfence') AS "noSchema"`,
     )
     expect(rows).toEqual([{ noInvoices: true, noSchema: true }])
+  })
+
+  it('--store etcd: the same story with the leases in etcd', async () => {
+    const demo = await demoJson([
+      ...['--store', 'etcd', '--etcd-endpoints', etcdUrl(), '--database-url', db.url],
+      ...['--rounds', 'lease,fenced'],
+    ])
+    expect(demo.store).toBe('etcd')
+    expect(demo.rounds.map(outcome)).toEqual(pauseRounds.slice(1, 3))
+  })
+
+  it('with etcd on a closed port: one line on stderr, exit 1', async () => {
+    const port = await freePort()
+    const result = await runDemo([
+      '--store',
+      'etcd',
+      '--etcd-endpoints',
+      `http://127.0.0.1:${port}`,
+    ])
+    expect(result.stderr).toMatch(
+      new RegExp(
+        `^pgfence demo: etcd at 127\\.0\\.0\\.1:${port} does not answer \\(connect ECONNREFUSED [^\\n]*\\); start it or pass --etcd-endpoints\\n$`,
+      ),
+    )
+    expect(result.code).toBe(1)
   })
 
   it('without redis-sentinel on PATH: the redis-failover round says so in one line', async () => {
