@@ -1,11 +1,13 @@
 import { roundStory, type RoundResult } from './demo-rounds.js'
+import type { RoundName } from './demo-worker.js'
 import { lanes, type Lane, type TimelineEvent, type WorkerLane } from './demo-timeline.js'
 
 /** What the page is drawn from: the run's store, its rounds and any round it skipped. */
 export interface PlayedDemo {
   store: string
   rounds: RoundResult[]
-  skipped: Array<{ name: string; reason: string }>
+  /** Rounds that could not be played, and why. */
+  skipped: Array<{ name: RoundName; reason: string }>
 }
 
 // The drawing's geometry, in SVG units (the page scales it to the window's width).

@@ -10,7 +10,7 @@ import { startEmbeddedServer } from '../dev/embedded-postgres.js'
 import { missingRedisBinary } from '../dev/redis-failover.js'
 import { createLogger } from '../log.js'
 import { startProxy } from '../proxy/proxy-server.js'
-import { timelinePage } from './demo-html.js'
+import { timelinePage, type PlayedDemo } from './demo-html.js'
 import {
   billingResource,
   pauseTiming,
@@ -33,22 +33,17 @@ export const usage = `usage: pgfence demo [--store postgres|redis|etcd] [--round
 The GC-pause story with real processes, and a Redis failover that grants one lease twice.
   --store NAME         where the leases live: postgres (default: the demo database itself,
                        nothing else to run), redis (--redis-url) or etcd (--etcd-endpoints)
-  --rounds LIST        which rounds, comma-separated (default: all):
-                       ${allRounds.join(', ')}; redis-failover starts a Redis
-                       primary, replica and Sentinel of its own (redis-server, redis-sentinel)
+  --rounds LIST        which rounds, comma-separated (default: all): naive, lease, fenced,
+                       split-brain, redis-failover (which starts a Redis primary, replica and
+                       Sentinel of its own: redis-server, redis-sentinel)
   --json               print the rounds and their events as JSON
   --html FILE          draw the rounds as a timeline in one self-contained HTML page
   --redis-url URL      the Redis of --store redis (default redis://127.0.0.1:6379)
-  --etcd-endpoints URLS  the etcd of --store etcd, comma-separated (default http://127.0.0.1:2379)
+  --etcd-endpoints URLS
+                       the etcd of --store etcd, comma-separated (default http://127.0.0.1:2379)
   --database-url URL   a PostgreSQL server to use (default: an embedded one); the demo runs in a
                        database of its own there, pgfence_demo_<random>, created through this
                        URL's database and dropped at the end (the role needs CREATEDB)`
-
-/** A round that could not be played, and why. */
-export interface SkippedRound {
-  name: RoundName
-  reason: string
-}
 
 function resultTable(results: RoundResult[]): string {
   const rows = [
@@ -226,7 +221,7 @@ async function playDemo(
         interrupted,
       }
       const rounds: RoundResult[] = []
-      const skipped: SkippedRound[] = []
+      const skipped: PlayedDemo['skipped'] = []
       for (const name of options.rounds) {
         const story = roundStory[name]
         say(`\nround ${name}: ${story.lock}, writes to ${story.path}`)

@@ -28,8 +28,6 @@ export function missingRedisBinary(): string | null {
   return binaries.find((name) => !found(name)) ?? null
 }
 
-export type RedisFailover = Awaited<ReturnType<typeof startRedisFailover>>
-
 /**
  * A Redis primary, a replica and a Sentinel of their own on free loopback ports, in a temp dir.
  * The replica replicates through a relay that can be frozen: from then on no byte the primary
