@@ -1,27 +1,38 @@
-import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
 import { readSync } from 'node:fs'
 import { Redis } from 'ioredis'
 import pg from 'pg'
-import { LeaseManager } from '../lease/index.js'
+import { LeaseManager, type LeaseStoreOption } from '../lease/index.js'
+
+export type RoundName = 'naive' | 'lease' | 'fenced' | 'split-brain' | 'redis-failover'
 
 /**
- * One worker of `pgfence demo`: takes the lock on invoice 99 and writes its value. In the
+ * Where a worker's leases live: the demo's lease store, or in the redis-failover round a Redis
+ * found through Sentinel.
+ */
+export type WorkerStore =
+  | { postgres: string }
+  | { redis: string }
+  | { etcd: string[] }
+  | { sentinel: { sentinels: Array<{ host: string; port: number }>; name: string } }
+
+/**
+ * One worker of `pgfence demo`: takes the lease on invoice 99 and writes its value. In the
  * split-brain round it is a leader of the nightly billing run instead: it takes the lease on
  * the run's resource, raises its fence, and pays invoice 99 in one transaction over two tables.
  */
 export interface DemoTask {
-  round: 'naive' | 'lease' | 'fenced' | 'split-brain'
-  /** The first worker is frozen between its last check and its write. */
+  round: RoundName
+  /** In the GC-pause rounds the first worker is frozen between its last check and its write. */
   role: 'first' | 'second'
   value: string
-  /** What the lock is on: invoice 99, or the billing run's resource in the split-brain round. */
+  /** What the lease is on: invoice 99, or the billing run's resource in the split-brain round. */
   resource: string
-  redisUrl: string
+  store: WorkerStore
   keyPrefix: string
   /** Straight to PostgreSQL: the token source. */
   databaseUrl: string
-  /** Where the write goes: PostgreSQL, or pgfence in the fenced round. */
+  /** Where the write goes: PostgreSQL, or pgfence in the fenced rounds. */
   writeUrl: string
   ttlMs: number
 }
@@ -35,48 +46,45 @@ export type DemoEvent =
   | { event: 'failed'; message: string }
 
 interface HeldLock {
+  /** The token the write presents; null in the naive round, which presents none. */
   token: bigint | null
   /** The last look before writing; a lease throws here once it is lost. */
   check(): void
-  release(): Promise<void>
+  /** Releases the lease if it is still held, and closes the store's connections. */
+  close(): Promise<void>
 }
 
-/** `SET NX PX` and nothing else: the lock most code uses. */
-async function naiveLock(task: DemoTask): Promise<HeldLock> {
-  const redis = new Redis(task.redisUrl, { maxRetriesPerRequest: 1 })
+/** The store option of `store`, and how to close what the LeaseManager leaves open. */
+function leaseStoreOf(store: WorkerStore): { option: LeaseStoreOption; close: () => void } {
+  if (!('sentinel' in store)) return { option: store, close: () => {} }
+  const redis = new Redis({ ...store.sentinel, maxRetriesPerRequest: 1 })
   redis.on('error', () => {}) // a command fails with it, and the worker reports that
-  const key = task.keyPrefix + task.resource
-  const owner = randomUUID()
-  while ((await redis.set(key, owner, 'PX', task.ttlMs, 'NX')) !== 'OK') {
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  return {
-    token: null,
-    check: () => {},
-    release: async () => {
-      if ((await redis.get(key)) === owner) await redis.del(key)
-      redis.disconnect()
-    },
-  }
+  return { option: { redis }, close: () => redis.disconnect() }
 }
 
-async function leaseLock(task: DemoTask, db: pg.Client): Promise<HeldLock> {
+async function takeLease(task: DemoTask, db: pg.Client): Promise<HeldLock> {
+  const store = leaseStoreOf(task.store)
   const leases = new LeaseManager({
-    redis: task.redisUrl,
+    store: store.option,
     tokenSource: task.databaseUrl,
     ttlMs: task.ttlMs,
     keyPrefix: task.keyPrefix,
   })
-  const lease = await leases.acquire(task.resource, { waitMs: task.ttlMs * 5 })
-  if (task.round === 'fenced' || task.round === 'split-brain') await lease.applyTo(db)
+  leases.on('connectionError', () => {}) // a request fails with it, and the worker reports that
+  const lease = await leases.acquire(task.resource, { waitMs: Math.min(task.ttlMs * 5, 10_000) })
+  const fenced = task.round !== 'naive' && task.round !== 'lease'
+  if (fenced) await lease.applyTo(db)
   // A new leader's first act: from now on, an older leader's writes to the run's tables fail.
   if (task.round === 'split-brain') await lease.raiseFence(db)
   return {
-    token: lease.token,
-    check: () => lease.signal.throwIfAborted(),
-    release: async () => {
-      await lease.release()
+    // The naive round uses the lease as most code uses a lock: no token, no check.
+    token: task.round === 'naive' ? null : lease.token,
+    check: () => {
+      if (task.round !== 'naive') lease.signal.throwIfAborted()
+    },
+    close: async () => {
       await leases.close()
+      store.close()
     },
   }
 }
@@ -123,13 +131,15 @@ async function payInvoice(db: pg.Client, leader: string): Promise<void> {
 async function work(task: DemoTask): Promise<void> {
   const db = new pg.Client({ connectionString: task.writeUrl })
   await db.connect()
-  // The second worker starts with the first, but goes for the lock only once told to.
+  // The second worker starts with the first, but goes for the lease only once told to.
   if (task.role === 'second') await once(process, 'message')
-  const lock = task.round === 'naive' ? await naiveLock(task) : await leaseLock(task, db)
+  const lock = await takeLease(task, db)
   report({ event: 'acquired', token: lock.token?.toString() ?? null })
+  // Across a failover both hold the lease: the parent tells each when to write.
+  if (task.round === 'redis-failover') await once(process, 'message')
   lock.check()
   report({ event: 'about-to-write' })
-  if (task.role === 'first') waitForParent()
+  if (task.role === 'first' && task.round !== 'redis-failover') waitForParent()
   try {
     await (task.round === 'split-brain' ? payInvoice(db, task.value) : setStatus(db, task.value))
     report({ event: 'wrote' })
@@ -137,7 +147,7 @@ async function work(task: DemoTask): Promise<void> {
     const { code, message } = err as { code?: string; message: string }
     report({ event: 'refused', code: code ?? null, message })
   }
-  await lock.release()
+  await lock.close()
   await db.end()
   process.disconnect()
 }

@@ -1,251 +1,53 @@
-import { fork, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { performance } from 'node:perf_hooks'
-import { setTimeout as delay } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
 import { Redis } from 'ioredis'
 import { parseConfig } from '../config/load.js'
-import type { Config } from '../config/schema.js'
-import {
-  dropDemoDatabase,
-  prepareDemoDatabase,
-  unfencedUrl,
-  withClient,
-} from '../dev/demo-database.js'
+import { dropDemoDatabase, withClient } from '../dev/demo-database.js'
 import { startEmbeddedServer } from '../dev/embedded-postgres.js'
+import { missingRedisBinary } from '../dev/redis-failover.js'
 import { createLogger } from '../log.js'
 import { startProxy } from '../proxy/proxy-server.js'
-import type { DemoEvent, DemoTask } from './demo-worker.js'
+import { timelinePage, type PlayedDemo } from './demo-html.js'
+import {
+  billingResource,
+  pauseTiming,
+  pauseRounds,
+  playFailoverRound,
+  playPauseRound,
+  roundStory,
+  type DemoEnvironment,
+  type RoundResult,
+} from './demo-rounds.js'
+import type { RoundName, WorkerStore } from './demo-worker.js'
 
-type RoundName = DemoTask['round']
+const allRounds: RoundName[] = [...pauseRounds, 'redis-failover']
+const stores = ['postgres', 'redis', 'etcd'] as const
+type StoreName = (typeof stores)[number]
 
-export interface RoundResult {
-  name: RoundName
-  finalValue: string
-  corrupted: boolean
-  /** SQLSTATE the late write got, or null when it went through. */
-  staleWriteCode: string | null
-}
+export const usage = `usage: pgfence demo [--store postgres|redis|etcd] [--rounds LIST] [--json] [--html FILE]
+                   [--redis-url URL] [--etcd-endpoints URLS] [--database-url URL]
 
-export const usage = `usage: pgfence demo [--json] [--redis-url URL] [--database-url URL]
-
-The GC-pause story with real processes, in four rounds.
-  --json               print the rounds as JSON
-  --redis-url URL      the Redis the locks live in (default redis://127.0.0.1:6379)
+The GC-pause story with real processes, and a Redis failover that grants one lease twice.
+  --store NAME         where the leases live: postgres (default: the demo database itself,
+                       nothing else to run), redis (--redis-url) or etcd (--etcd-endpoints)
+  --rounds LIST        which rounds, comma-separated (default: all): naive, lease, fenced,
+                       split-brain, redis-failover (which starts a Redis primary, replica and
+                       Sentinel of its own: redis-server, redis-sentinel)
+  --json               print the rounds and their events as JSON
+  --html FILE          draw the rounds as a timeline in one self-contained HTML page
+  --redis-url URL      the Redis of --store redis (default redis://127.0.0.1:6379)
+  --etcd-endpoints URLS
+                       the etcd of --store etcd, comma-separated (default http://127.0.0.1:2379)
   --database-url URL   a PostgreSQL server to use (default: an embedded one); the demo runs in a
                        database of its own there, pgfence_demo_<random>, created through this
                        URL's database and dropped at the end (the role needs CREATEDB)`
 
-interface DemoEnvironment {
-  redisUrl: string
-  /** A database of the server to create and drop the demo database from. */
-  adminUrl: string
-  /** The demo database, straight to PostgreSQL. */
-  databaseUrl: string
-  /** The demo database through pgfence. */
-  proxyUrl: string
-  fencing: Config['fencing']
-  /** Aborts on SIGINT or SIGTERM: the round stops waiting, its workers are killed. */
-  interrupted: AbortSignal
-}
-
-const leaseTtlMs = 1000
-const freezeMs = 1500
-const firstValue = 'A'
-const secondValue = 'B'
-
-const roundStory: Record<RoundName, { lock: string; path: string; expected: string }> = {
-  naive: { lock: 'Redis SET NX PX, no token', path: 'PostgreSQL', expected: 'corrupted' },
-  lease: { lock: 'LeaseManager, signal checked', path: 'PostgreSQL', expected: 'corrupted' },
-  fenced: { lock: 'LeaseManager token', path: 'pgfence', expected: 'PF409, B stays' },
-  'split-brain': {
-    lock: 'LeaseManager, raiseFence',
-    path: 'pgfence, resource fence',
-    expected: 'PF409, B stays',
-  },
-}
-
-/** The resource that fences the billing run's tables in the split-brain round. */
-const billingResource = 'nightly-billing'
-
-/** The nightly billing run of the split-brain round: two tables fenced by one resource. */
-const billingTablesSql = `
-CREATE TABLE IF NOT EXISTS payouts (invoice_id bigint PRIMARY KEY, paid_by text NOT NULL);
-CREATE TABLE IF NOT EXISTS ledger_entries (
-  id bigserial PRIMARY KEY,
-  invoice_id bigint NOT NULL,
-  leader text NOT NULL
-);
-DELETE FROM ledger_entries;
-INSERT INTO payouts (invoice_id, paid_by) VALUES (99, 'nobody')
-ON CONFLICT (invoice_id) DO UPDATE SET paid_by = excluded.paid_by;
-`
-
-/** A forked worker whose reports arrive in order; `next` waits for the next one. */
-class Worker {
-  private readonly events: DemoEvent[] = []
-  private waiting: (() => void) | undefined
-  /** Why the IPC channel failed (a send to a worker that is gone). */
-  private channelError: Error | undefined
-  readonly exited: Promise<number | null>
-
-  constructor(
-    readonly process: ChildProcess,
-    private readonly interrupted: AbortSignal,
-  ) {
-    process.on('message', (event: DemoEvent) => {
-      this.events.push(event)
-      this.waiting?.()
-    })
-    process.on('error', (err) => {
-      this.channelError = err
-      this.waiting?.()
-    })
-    this.exited = new Promise((resolve) => process.once('exit', (code) => resolve(code)))
-    void this.exited.then(() => this.waiting?.())
-    interrupted.addEventListener('abort', () => this.waiting?.(), { once: true })
-  }
-
-  async next(): Promise<DemoEvent> {
-    while (this.events.length === 0) {
-      this.interrupted.throwIfAborted()
-      if (this.channelError) throw this.channelError
-      if (this.process.exitCode !== null || this.process.signalCode !== null) {
-        throw new Error(`demo worker exited (${this.process.exitCode ?? this.process.signalCode})`)
-      }
-      await new Promise<void>((resolve) => (this.waiting = resolve))
-    }
-    const event = this.events.shift()!
-    if (event.event === 'failed') throw new Error(`a demo worker failed: ${event.message}`)
-    return event
-  }
-
-  /** Kills the worker if it still runs (frozen or not), and waits for it to be gone. */
-  async stop(): Promise<void> {
-    if (this.process.exitCode === null && this.process.signalCode === null) {
-      this.process.kill('SIGKILL')
-    }
-    await this.exited
-  }
-}
-
-function startWorker(task: DemoTask, interrupted: AbortSignal): Worker {
-  const script = new URL('./demo-worker.js', import.meta.url)
-  return new Worker(
-    fork(script, [JSON.stringify(task)], { stdio: ['pipe', 'inherit', 'inherit', 'ipc'] }),
-    interrupted,
-  )
-}
-
-function describeWrite(event: DemoEvent): string {
-  if (event.event === 'wrote') return 'committed'
-  if (event.event === 'refused') return `refused with ${event.code}: ${event.message}`
-  return `unexpected ${event.event}`
-}
-
-/**
- * Row 99 back to PENDING at token 100, invoice 99 unpaid with an empty ledger, and the token
- * source at 100 or above, so every round tells the same story and tokens never go back.
- */
-async function resetInvoice(env: DemoEnvironment): Promise<void> {
-  // Before the fence schema: its gates fence the billing tables from their creation on.
-  await prepareDemoDatabase(env.adminUrl, env.databaseUrl, env.fencing, billingTablesSql)
-  await withClient(env.databaseUrl, async (client) => {
-    await client.query(
-      `SELECT setval('pgfence.token_seq', 100) FROM pgfence.token_seq WHERE last_value < 100`,
-    )
-  })
-}
-
-/** What invoice 99 ended as: its status, or in the split-brain round who paid it. */
-async function finalValueOf(name: RoundName, env: DemoEnvironment): Promise<string> {
-  return withClient(env.databaseUrl, async (client) => {
-    if (name !== 'split-brain') {
-      const { rows } = await client.query('SELECT status FROM invoices WHERE id = 99')
-      return rows[0].status as string
-    }
-    const { rows } = await client.query(
-      `SELECT paid_by || coalesce(' (ledger: ' || (SELECT string_agg(leader, ', ' ORDER BY id)
-         FROM ledger_entries WHERE invoice_id = 99) || ')', '') AS paid
-       FROM payouts WHERE invoice_id = 99`,
-    )
-    return rows[0].paid as string
-  })
-}
-
-async function playRound(
-  name: RoundName,
-  env: DemoEnvironment,
-  say: (line: string) => void,
-): Promise<RoundResult> {
-  await resetInvoice(env)
-  const startedAt = performance.now()
-  const at = (line: string) =>
-    say(`  ${((performance.now() - startedAt) / 1000).toFixed(2)}s  ${line}`)
-  const keyPrefix = `pgfence:demo:${randomBytes(4).toString('hex')}:`
-  const task = (role: DemoTask['role'], value: string): DemoTask => ({
-    round: name,
-    role,
-    value,
-    resource: name === 'split-brain' ? billingResource : 'invoice:99',
-    redisUrl: env.redisUrl,
-    keyPrefix,
-    databaseUrl: env.databaseUrl,
-    writeUrl: name === 'naive' || name === 'lease' ? unfencedUrl(env.databaseUrl) : env.proxyUrl,
-    ttlMs: leaseTtlMs,
-  })
-  const first = startWorker(task('first', firstValue), env.interrupted)
-  const second = startWorker(task('second', secondValue), env.interrupted)
-  const tokenOf = (event: DemoEvent) =>
-    event.event === 'acquired' && event.token ? ` with token ${event.token}` : ''
-  const subject = name === 'split-brain' ? 'the nightly billing run' : 'invoice 99'
-  let lateWrite: DemoEvent
-  try {
-    at(`worker 1 takes the lock on ${subject}${tokenOf(await first.next())}`)
-    await first.next()
-    first.process.kill('SIGSTOP')
-    at(
-      `worker 1 ${name === 'naive' ? 'is about to write' : 'checks its lease: still valid'}; frozen (SIGSTOP)`,
-    )
-    const thawAt = delay(freezeMs, undefined, { signal: env.interrupted })
-    thawAt.catch(() => {}) // awaited below, unless the round fails before
-
-    second.process.send('go')
-    const raises = name === 'split-brain' ? ' and raises the fence' : ''
-    at(`worker 2 takes the lock after it expired${tokenOf(await second.next())}${raises}`)
-    await second.next()
-    at(`worker 2 writes ${secondValue}: ${describeWrite(await second.next())}`)
-    await second.exited
-
-    await thawAt
-    first.process.kill('SIGCONT')
-    first.process.stdin!.end('\n')
-    at(`worker 1 wakes (SIGCONT) and writes ${firstValue}`)
-    lateWrite = await first.next()
-    at(`worker 1's late write: ${describeWrite(lateWrite)}`)
-    await first.exited
-  } finally {
-    // Whatever failed, no worker outlives its round (a frozen one holds stdout open).
-    await Promise.all([first.stop(), second.stop()])
-  }
-
-  const finalValue = await finalValueOf(name, env)
-  return {
-    name,
-    finalValue,
-    corrupted:
-      finalValue !==
-      (name === 'split-brain' ? `${secondValue} (ledger: ${secondValue})` : secondValue),
-    staleWriteCode: lateWrite.event === 'refused' ? lateWrite.code : null,
-  }
-}
-
 function resultTable(results: RoundResult[]): string {
   const rows = [
-    ['round', 'lock', 'write path', 'expected', 'late write', 'final', 'outcome'],
+    ['round', 'lock', 'write path', 'expected', 'stale write', 'final', 'outcome'],
     ...results.map((result) => {
       const story = roundStory[result.name]
       return [
@@ -308,6 +110,25 @@ async function checkRedis(url: string): Promise<void> {
   }
 }
 
+/** Before anything starts: an etcd none of whose endpoints is healthy is one line and the end. */
+async function checkEtcd(endpoints: string[]): Promise<void> {
+  let reason = 'no endpoint'
+  for (const endpoint of endpoints) {
+    try {
+      const health = await fetch(new URL('/health', endpoint), {
+        signal: AbortSignal.timeout(2000),
+      })
+      if (health.ok) return
+      reason = `${health.status} ${health.statusText}`
+    } catch (err) {
+      reason = ((err as Error).cause as Error | undefined)?.message ?? (err as Error).message
+    }
+  }
+  throw new Error(
+    `etcd at ${endpoints.map(addressOf).join(', ')} does not answer (${reason}); start it or pass --etcd-endpoints`,
+  )
+}
+
 /**
  * The PostgreSQL server: the one given, reached through the database its URL names, or an
  * embedded one in a temp dir removed afterwards.
@@ -335,14 +156,38 @@ async function openServer(databaseUrl: string | undefined) {
   }
 }
 
+/** A wrong option: exit 2, like a parse error of the arguments. */
+class DemoUsageError extends Error {}
+
+interface DemoOptions {
+  store: StoreName
+  redisUrl: string
+  etcdEndpoints: string[]
+  databaseUrl: string | undefined
+  rounds: RoundName[]
+}
+
+/** The rounds of `--rounds`, in the demo's order; an unknown name is an error. */
+function parseRounds(list: string | undefined): RoundName[] {
+  if (list === undefined) return allRounds
+  const names = list.split(',').map((name) => name.trim())
+  const unknown = names.find((name) => !allRounds.includes(name as RoundName))
+  if (unknown !== undefined) {
+    throw new DemoUsageError(
+      `unknown round ${JSON.stringify(unknown)}; rounds: ${allRounds.join(', ')}`,
+    )
+  }
+  return allRounds.filter((name) => names.includes(name))
+}
+
 async function playDemo(
-  redisUrl: string,
-  databaseUrl: string | undefined,
+  options: DemoOptions,
   say: (line: string) => void,
   interrupted: AbortSignal,
 ) {
-  await checkRedis(redisUrl)
-  const server = await openServer(databaseUrl)
+  if (options.store === 'redis') await checkRedis(options.redisUrl)
+  if (options.store === 'etcd') await checkEtcd(options.etcdEndpoints)
+  const server = await openServer(options.databaseUrl)
   // A database of its own, so that a server's own invoices are never touched.
   const direct = new URL(server.urlOf(`pgfence_demo_${randomBytes(4).toString('hex')}`))
   try {
@@ -360,21 +205,40 @@ async function playDemo(
       const proxied = new URL(direct)
       proxied.hostname = proxy.host
       proxied.port = String(proxy.port)
+      const store: WorkerStore =
+        options.store === 'redis'
+          ? { redis: options.redisUrl }
+          : options.store === 'etcd'
+            ? { etcd: options.etcdEndpoints }
+            : { postgres: direct.toString() }
       const env: DemoEnvironment = {
-        redisUrl,
+        store,
+        timing: pauseTiming(options.store),
         adminUrl: server.adminUrl,
         databaseUrl: direct.toString(),
         proxyUrl: proxied.toString(),
         fencing: config.fencing,
         interrupted,
       }
-      const results: RoundResult[] = []
-      for (const name of ['naive', 'lease', 'fenced', 'split-brain'] as const) {
+      const rounds: RoundResult[] = []
+      const skipped: PlayedDemo['skipped'] = []
+      for (const name of options.rounds) {
         const story = roundStory[name]
         say(`\nround ${name}: ${story.lock}, writes to ${story.path}`)
-        results.push(await playRound(name, env, say))
+        if (name !== 'redis-failover') {
+          rounds.push(await playPauseRound(name, env, say))
+          continue
+        }
+        const missing = missingRedisBinary()
+        if (missing === null) {
+          rounds.push(await playFailoverRound(env, say))
+          continue
+        }
+        const reason = `${missing} is not installed (Debian: apt-get install redis-server redis-sentinel)`
+        say(`  skipped: ${reason}`)
+        skipped.push({ name, reason })
       }
-      return results
+      return { store: options.store, rounds, skipped }
     } finally {
       await proxy.close()
     }
@@ -388,37 +252,66 @@ async function playDemo(
 }
 
 /**
- * `pgfence demo`: the GC-pause story with real processes. Worker 1 takes a 1 s lock on invoice 99
- * and is frozen with SIGSTOP for 1.5 s right before writing A; worker 2 takes the lock once it
- * expired and writes B; worker 1 wakes and writes A. Four rounds: a naive lock, a lease alone,
- * a lease token checked by pgfence on the invoice row, and a split brain of two billing leaders
- * whose run writes two tables fenced by one resource (the new leader raises the fence first).
+ * `pgfence demo`: the GC-pause story with real processes. Worker 1 takes a 1 s lease on invoice
+ * 99 and is frozen with SIGSTOP for 1.5 s right before writing A; worker 2 takes the lease once
+ * it expired and writes B; worker 1 wakes and writes A. Four such rounds: a lease used as a
+ * plain lock, a lease alone, a lease token checked by pgfence on the invoice row, and a split
+ * brain of two billing leaders whose run writes two tables fenced by one resource (the new
+ * leader raises the fence first). A fifth, redis-failover, grants one lease twice across a
+ * Sentinel failover, and pgfence keeps the stale write out.
  */
 export async function run(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
     options: {
       json: { type: 'boolean', default: false },
+      html: { type: 'string' },
+      store: { type: 'string', default: 'postgres' },
+      rounds: { type: 'string' },
       'redis-url': { type: 'string', default: 'redis://127.0.0.1:6379' },
+      'etcd-endpoints': { type: 'string', default: 'http://127.0.0.1:2379' },
       'database-url': { type: 'string' },
     },
   })
+  let options: DemoOptions
+  try {
+    if (!stores.includes(values.store as StoreName)) {
+      throw new DemoUsageError(
+        `unknown store ${JSON.stringify(values.store)}; stores: ${stores.join(', ')}`,
+      )
+    }
+    options = {
+      store: values.store as StoreName,
+      redisUrl: values['redis-url'],
+      etcdEndpoints: values['etcd-endpoints'].split(',').map((url) => url.trim()),
+      databaseUrl: values['database-url'],
+      rounds: parseRounds(values.rounds),
+    }
+  } catch (err) {
+    process.stderr.write(`pgfence demo: ${(err as Error).message}\n`)
+    return 2
+  }
   const say = values.json ? () => {} : (line: string) => void process.stdout.write(`${line}\n`)
-  say(`pgfence demo: lease ${leaseTtlMs / 1000} s, worker 1 frozen for ${freezeMs / 1000} s`)
+  const { ttlMs, freezeMs } = pauseTiming(options.store)
+  say(
+    `pgfence demo: leases in ${options.store}, ${ttlMs / 1000} s; worker 1 frozen for ${freezeMs / 1000} s`,
+  )
   const interruption = new AbortController()
   const interrupt = (signal: NodeJS.Signals) =>
     interruption.abort(new Error(`interrupted by ${signal}`))
   process.on('SIGINT', interrupt).on('SIGTERM', interrupt)
-  let rounds: RoundResult[]
+  let played: Awaited<ReturnType<typeof playDemo>>
   try {
-    rounds = await playDemo(values['redis-url'], values['database-url'], say, interruption.signal)
+    played = await playDemo(options, say, interruption.signal)
+    if (values.html !== undefined) writeFileSync(values.html, timelinePage(played))
   } catch (err) {
     process.stderr.write(`pgfence demo: ${(err as Error).message}\n`)
     return 1
   } finally {
     process.off('SIGINT', interrupt).off('SIGTERM', interrupt)
   }
-  if (values.json) process.stdout.write(`${JSON.stringify({ rounds }, null, 2)}\n`)
-  else say(`\n${resultTable(rounds)}`)
+  if (values.json) process.stdout.write(`${JSON.stringify(played, null, 2)}\n`)
+  else say(`\n${resultTable(played.rounds)}`)
+  if (values.html !== undefined) say(`timeline written to ${values.html}`)
   return 0
 }

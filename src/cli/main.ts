@@ -26,7 +26,10 @@ const commands: Record<string, { about: string; load: () => Promise<Command> }> 
     about: 'show what pgfence sends upstream for a statement (--config FILE "SQL")',
     load: () => import('./explain.js'),
   },
-  demo: { about: 'the GC-pause story with real processes', load: () => import('./demo.js') },
+  demo: {
+    about: 'the GC-pause story and a Redis failover with real processes (--html FILE)',
+    load: () => import('./demo.js'),
+  },
 }
 
 function usage(): string {

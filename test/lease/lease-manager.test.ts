@@ -9,7 +9,7 @@ import {
   type LeaseManagerOptions,
 } from '../../src/lease/index.js'
 import type { TestDatabase } from '../support/database.js'
-import { startFreezableProxy } from './support/freezable-proxy.js'
+import { startFreezableProxy } from '../../src/dev/freezable-proxy.js'
 import {
   abortReason,
   createTokenDatabase,

@@ -2,7 +2,7 @@ import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LeaseManager, type Lease } from '../../src/lease/index.js'
 import { fencedDatabase, sqlstateOf, type FencedDatabase } from '../resource/support.js'
-import { startRedisFailover } from './support/redis-failover.js'
+import { startRedisFailover } from '../../src/dev/redis-failover.js'
 
 const rounds = 10
 let fenced: FencedDatabase

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LeaseLostError, LeaseManager } from '../../src/lease/index.js'
 import type { TestDatabase } from '../support/database.js'
 import { buildScripts } from './support/build-scripts.js'
-import { startFreezableProxy } from './support/freezable-proxy.js'
+import { startFreezableProxy } from '../../src/dev/freezable-proxy.js'
 import {
   connectRedis,
   createTokenDatabase,
