@@ -3,18 +3,21 @@ import { md5Response } from '../auth/md5.js'
 import { ScramClientExchange } from '../auth/scram.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import {
-  AUTH_CLEARTEXT,
-  AUTH_MD5,
-  AUTH_OK,
-  AUTH_SASL_CONTINUE,
-  AUTH_SASL_FINAL,
   passwordMessage,
   saslInitialResponse,
   saslResponse,
   startupMessage,
 } from '../wire/messages.js'
 import { decodeParameterStatus } from '../wire/parameter-status.js'
-import { AUTH_SASL, Backend } from '../wire/protocol.js'
+import {
+  AUTH_CLEARTEXT,
+  AUTH_MD5,
+  AUTH_OK,
+  AUTH_SASL,
+  AUTH_SASL_CONTINUE,
+  AUTH_SASL_FINAL,
+  Backend,
+} from '../wire/protocol.js'
 
 /** What a logged-in server connection told pgfence about itself. */
 export interface ServerIdentity {
@@ -30,7 +33,6 @@ export interface ServerConversation {
 }
 
 const SCRAM = 'SCRAM-SHA-256'
-const BACKEND_KEY_DATA = 0x4b
 
 /** An ErrorResponse from the server as a PgError to pass on to the client. */
 export function serverError(message: Buffer): PgError {
@@ -72,7 +74,7 @@ export async function loginUpstream(
         identity.parameters.set(name, value)
         break
       }
-      case BACKEND_KEY_DATA:
+      case Backend.BackendKeyData:
         identity.backendKey = Buffer.from(message.subarray(5, 13))
         break
       case Backend.ErrorResponse:
