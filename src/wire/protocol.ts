@@ -64,7 +64,22 @@ export const IDLE_STATUS = 0x49 // I
 export const STATEMENT_TARGET = 0x53 // S
 
 /** Every message type a client may send after startup. */
-export const FRONTEND_TYPE_CHARS = 'BCdcfDEHFPpQSX'
+export const FRONTEND_TYPE_CHARS = String.fromCharCode(
+  Frontend.Bind,
+  Frontend.Close,
+  Frontend.CopyData,
+  Frontend.CopyDone,
+  Frontend.CopyFail,
+  Frontend.Describe,
+  Frontend.Execute,
+  Frontend.Flush,
+  Frontend.FunctionCall,
+  Frontend.Parse,
+  Frontend.Password,
+  Frontend.Query,
+  Frontend.Sync,
+  Frontend.Terminate,
+)
 
 /** A 256-entry table: is this byte a message type a client may send? */
 export const FRONTEND_TYPES: Uint8Array = (() => {
