@@ -99,7 +99,7 @@ export function serveConsole(
   socket.write(
     Buffer.concat([
       ...SERVER_PARAMETERS.map(([name, value]) => parameterStatus(name, value)),
-      backendKeyData(Buffer.alloc(8)),
+      backendKeyData({ processId: 0, secretKey: 0 }),
       readyForQuery(),
     ]),
   )

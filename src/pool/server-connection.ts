@@ -5,6 +5,7 @@ import {
   type UpstreamSocket,
 } from '../server/upstream-connector.js'
 import { loginUpstream, serverError } from '../server/credential-login.js'
+import type { BackendKey } from '../wire/backend-key.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageQueue, typedMessageLength } from '../wire/message-queue.js'
 import { query, typedMessage } from '../wire/messages.js'
@@ -29,7 +30,7 @@ export class ServerConnection {
   readonly createdAt = Date.now()
   idleSince = 0
   parameters = new Map<string, string>()
-  backendKey: Buffer = Buffer.alloc(8)
+  backendKey: BackendKey = { processId: 0, secretKey: 0 }
   /** Transaction mode: the session settings pgfence applied here (empty: the defaults). */
   settings = new Map<string, string>()
   /** Transaction mode: the Parse message each named statement here was made from. */

@@ -1,6 +1,7 @@
 import type { UpstreamCredentials } from '../auth/client-authenticator.js'
 import { md5Response } from '../auth/md5.js'
 import { ScramClientExchange } from '../auth/scram.js'
+import { readBackendKey, type BackendKey } from '../wire/backend-key.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import {
   passwordMessage,
@@ -22,8 +23,8 @@ import {
 /** What a logged-in server connection told pgfence about itself. */
 export interface ServerIdentity {
   parameters: Map<string, string>
-  /** The 8 bytes of BackendKeyData: process id and secret key. */
-  backendKey: Buffer
+  /** Its BackendKeyData, to cancel what it runs. */
+  backendKey: BackendKey
 }
 
 /** The server side of a conversation pgfence conducts itself. */
@@ -61,7 +62,10 @@ export async function loginUpstream(
       ['database', database],
     ]),
   )
-  const identity: ServerIdentity = { parameters: new Map(), backendKey: Buffer.alloc(8) }
+  const identity: ServerIdentity = {
+    parameters: new Map(),
+    backendKey: { processId: 0, secretKey: 0 },
+  }
   let scram: ScramClientExchange | null = null
   for (;;) {
     const message = await conversation.next()
@@ -75,7 +79,7 @@ export async function loginUpstream(
         break
       }
       case Backend.BackendKeyData:
-        identity.backendKey = Buffer.from(message.subarray(5, 13))
+        identity.backendKey = readBackendKey(message)
         break
       case Backend.ErrorResponse:
         throw serverError(message)

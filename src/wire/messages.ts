@@ -1,5 +1,14 @@
 /** Encoders for the messages pgfence writes itself when it speaks for a server or a client. */
-import { AUTH_SASL, Backend, Frontend, HEADER_BYTES, IDLE_STATUS } from './protocol.js'
+import type { BackendKey } from './backend-key.js'
+import {
+  AUTH_SASL,
+  Backend,
+  CANCEL_REQUEST_CODE,
+  CANCEL_REQUEST_LENGTH,
+  Frontend,
+  HEADER_BYTES,
+  IDLE_STATUS,
+} from './protocol.js'
 
 const cstring = (text: string): Buffer => Buffer.from(`${text}\0`, 'utf8')
 
@@ -25,6 +34,12 @@ const int32 = (value: number): Buffer => {
   return out
 }
 
+const uint32 = (value: number): Buffer => {
+  const out = Buffer.allocUnsafe(4)
+  out.writeUInt32BE(value)
+  return out
+}
+
 export const authentication = (code: number, data: Buffer = Buffer.alloc(0)): Buffer =>
   typedMessage(Backend.Authentication, int32(code), data)
 
@@ -39,7 +54,18 @@ export const authenticationSasl = (mechanisms: string[]): Buffer =>
 export const parameterStatus = (name: string, value: string): Buffer =>
   typedMessage(Backend.ParameterStatus, cstring(name), cstring(value))
 
-export const backendKeyData = (key: Buffer): Buffer => typedMessage(Backend.BackendKeyData, key)
+export const backendKeyData = (key: BackendKey): Buffer =>
+  typedMessage(Backend.BackendKeyData, uint32(key.processId), uint32(key.secretKey))
+
+/** A CancelRequest (untyped, sent on a connection of its own) for the backend of `key`. */
+export function cancelRequest(key: BackendKey): Buffer {
+  const request = Buffer.allocUnsafe(CANCEL_REQUEST_LENGTH)
+  request.writeUInt32BE(CANCEL_REQUEST_LENGTH, 0)
+  request.writeUInt32BE(CANCEL_REQUEST_CODE, 4)
+  request.writeUInt32BE(key.processId, 8)
+  request.writeUInt32BE(key.secretKey, 12)
+  return request
+}
 
 export const readyForQuery = (status = 'I'): Buffer =>
   typedMessage(Backend.ReadyForQuery, Buffer.from(status, 'latin1'))
@@ -130,9 +156,9 @@ export function parameterStatuses(parameters: [string, string][]): Buffer {
 
 /**
  * The greeting that ends a login, in one buffer: `head` (the last authentication messages),
- * `statuses` (parameterStatuses), BackendKeyData with `key` (8 bytes), ReadyForQuery (idle).
+ * `statuses` (parameterStatuses), BackendKeyData with `key`, ReadyForQuery (idle).
  */
-export function greeting(head: Buffer, statuses: Buffer, key: Buffer): Buffer {
+export function greeting(head: Buffer, statuses: Buffer, key: BackendKey): Buffer {
   const out = Buffer.allocUnsafe(
     head.length + statuses.length + BACKEND_KEY_DATA_LENGTH + READY_FOR_QUERY_LENGTH,
   )
@@ -140,7 +166,8 @@ export function greeting(head: Buffer, statuses: Buffer, key: Buffer): Buffer {
   pos += statuses.copy(out, pos)
   out[pos] = Backend.BackendKeyData
   out.writeUInt32BE(BACKEND_KEY_DATA_LENGTH - 1, pos + 1)
-  key.copy(out, pos + HEADER_BYTES, 0, 8)
+  out.writeUInt32BE(key.processId, pos + HEADER_BYTES)
+  out.writeUInt32BE(key.secretKey, pos + HEADER_BYTES + 4)
   pos += BACKEND_KEY_DATA_LENGTH
   out[pos] = Backend.ReadyForQuery
   out.writeUInt32BE(READY_FOR_QUERY_LENGTH - 1, pos + 1)
