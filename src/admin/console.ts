@@ -8,7 +8,7 @@ import {
   parameterStatus,
   readyForQuery,
   rowDescription,
-} from '../wire/backend-messages.js'
+} from '../wire/messages.js'
 import { PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
 import { FRONTEND_TYPES, Frontend } from '../wire/protocol.js'
@@ -99,7 +99,7 @@ export function serveConsole(
   socket.write(
     Buffer.concat([
       ...SERVER_PARAMETERS.map(([name, value]) => parameterStatus(name, value)),
-      backendKeyData(0, 0),
+      backendKeyData({ processId: 0, secretKey: 0 }),
       readyForQuery(),
     ]),
   )

@@ -1,15 +1,13 @@
 import { randomBytes } from 'node:crypto'
 import { PgError } from '../wire/error-response.js'
+import { authentication, authenticationSasl, readCString } from '../wire/messages.js'
 import {
   AUTH_MD5,
   AUTH_OK,
   AUTH_SASL_CONTINUE,
   AUTH_SASL_FINAL,
-  authentication,
-  authenticationSasl,
-  readCString,
-} from '../wire/messages.js'
-import { Frontend } from '../wire/protocol.js'
+  Frontend,
+} from '../wire/protocol.js'
 import { md5Response, md5Salt, md5Secret, sameText } from './md5.js'
 import {
   deriveKeys,

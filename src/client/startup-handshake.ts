@@ -1,6 +1,7 @@
 import type net from 'node:net'
 import tls from 'node:tls'
 import { PgError } from '../wire/error-response.js'
+import { SSL_ACCEPTED, SSL_REFUSED } from '../wire/protocol.js'
 import { decodeStartupPacket, type StartupPacket } from '../wire/startup-packet.js'
 import { StartupReader } from './startup-reader.js'
 import { ClientConnection } from './client-connection.js'
@@ -18,8 +19,8 @@ export type Handshake =
 
 export type StartupHandshake = Extract<Handshake, { kind: 'startup' }>
 
-const ANSWER_YES = Buffer.from('S')
-const ANSWER_NO = Buffer.from('N')
+const ANSWER_YES = Buffer.from([SSL_ACCEPTED])
+const ANSWER_NO = Buffer.from([SSL_REFUSED])
 
 /** Runs the server side of a TLS handshake on a client's socket: the socket to speak on next. */
 export type StartClientTls = (raw: net.Socket) => Promise<net.Socket>

@@ -1,8 +1,14 @@
 import { randomBytes } from '../auth/random-block.js'
-import { CANCEL_REQUEST_CODE, CANCEL_REQUEST_LENGTH } from '../wire/protocol.js'
+import { readBackendKey, type BackendKey } from '../wire/backend-key.js'
+import { cancelRequest } from '../wire/messages.js'
 
 /** Gives the BackendKeyData of the server connection a client holds now, if any. */
-export type HeldServerKey = () => Buffer | null
+export type HeldServerKey = () => BackendKey | null
+
+/** A CancelRequest's key: process id and secret key after its length and request code. */
+const KEY_AT = 8
+
+const mapKey = (key: BackendKey) => `${key.processId}:${key.secretKey}`
 
 /**
  * Clients of a pool get pgfence's own BackendKeyData (a random process id and secret each);
@@ -12,28 +18,24 @@ export class CancelKeys {
   private readonly clients = new Map<string, HeldServerKey>()
 
   /** A new key for a client; forget() it when the client leaves. */
-  issue(held: HeldServerKey): Buffer {
-    let key: Buffer
+  issue(held: HeldServerKey): BackendKey {
+    let key: BackendKey
     do {
-      key = randomBytes(8)
-      key[0]! &= 0x7f // a positive process id, as PostgreSQL's
-    } while (this.clients.has(key.toString('hex')))
-    this.clients.set(key.toString('hex'), held)
+      const bytes = randomBytes(8)
+      bytes[0]! &= 0x7f // a positive process id, as PostgreSQL's
+      key = readBackendKey(bytes, 0)
+    } while (this.clients.has(mapKey(key)))
+    this.clients.set(mapKey(key), held)
     return key
   }
 
-  forget(key: Buffer): void {
-    this.clients.delete(key.toString('hex'))
+  forget(key: BackendKey): void {
+    this.clients.delete(mapKey(key))
   }
 
   /** The CancelRequest to send upstream for a client's request, or null: nothing to cancel. */
   translate(request: Buffer): Buffer | null {
-    const serverKey = this.clients.get(request.toString('hex', 8, 16))?.()
-    if (!serverKey) return null
-    const forwarded = Buffer.allocUnsafe(CANCEL_REQUEST_LENGTH)
-    forwarded.writeUInt32BE(CANCEL_REQUEST_LENGTH, 0)
-    forwarded.writeUInt32BE(CANCEL_REQUEST_CODE, 4)
-    serverKey.copy(forwarded, 8)
-    return forwarded
+    const serverKey = this.clients.get(mapKey(readBackendKey(request, KEY_AT)))?.()
+    return serverKey ? cancelRequest(serverKey) : null
   }
 }

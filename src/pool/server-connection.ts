@@ -5,19 +5,18 @@ import {
   type UpstreamSocket,
 } from '../server/upstream-connector.js'
 import { loginUpstream, serverError } from '../server/credential-login.js'
+import type { BackendKey } from '../wire/backend-key.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageQueue, typedMessageLength } from '../wire/message-queue.js'
 import { query, typedMessage } from '../wire/messages.js'
 import { decodeParameterStatus } from '../wire/parameter-status.js'
-import { Backend } from '../wire/protocol.js'
+import { Backend, Frontend, HEADER_BYTES, IDLE_STATUS } from '../wire/protocol.js'
 import type { UpstreamNode } from '../upstream/upstream-node.js'
 import type { Config } from '../config/schema.js'
 
 /** Server messages pgfence reads while it drives a connection itself are small. */
 const MAX_DRIVEN_MESSAGE = 1024 * 1024
-const COMMAND_COMPLETE = 0x43
-const DATA_ROW = 0x44
-const SYNC = typedMessage('S')
+const SYNC = typedMessage(Frontend.Sync)
 const DISCARD_ALL = query('DISCARD ALL')
 const ROLLBACK_AND_DISCARD = Buffer.concat([query('ROLLBACK'), DISCARD_ALL])
 /** A transaction left open or aborted by the client: DISCARD ALL refuses to run in it. */
@@ -31,7 +30,7 @@ export class ServerConnection {
   readonly createdAt = Date.now()
   idleSince = 0
   parameters = new Map<string, string>()
-  backendKey: Buffer = Buffer.alloc(8)
+  backendKey: BackendKey = { processId: 0, secretKey: 0 }
   /** Transaction mode: the session settings pgfence applied here (empty: the defaults). */
   settings = new Map<string, string>()
   /** Transaction mode: the Parse message each named statement here was made from. */
@@ -125,7 +124,7 @@ export class ServerConnection {
     const messages = await this.response(text)
     const failure = messages.find((message) => message[0] === Backend.ErrorResponse)
     if (failure) throw serverError(failure)
-    return messages.filter((message) => message[0] === DATA_ROW).map(decodeDataRow)
+    return messages.filter((message) => message[0] === Backend.DataRow).map(decodeDataRow)
   }
 
   /** Runs a simple Query and returns every message of its response but the ReadyForQuery. */
@@ -154,7 +153,7 @@ export class ServerConnection {
         const message = await this.queue.next()
         const type = message[0]
         if (type === Backend.ParameterStatus) this.noteParameter(message)
-        else if (type === COMMAND_COMPLETE)
+        else if (type === Backend.CommandComplete)
           discarded = message.toString('latin1', 5, 16) === 'DISCARD ALL'
         else if (type === Backend.ErrorResponse && !retried) {
           const code = decodeErrorFields(message).code ?? ''
@@ -165,7 +164,7 @@ export class ServerConnection {
         } else if (type === Backend.ReadyForQuery && discarded) {
           this.settings.clear()
           this.prepared.clear()
-          return message[5] === 0x49 // 'I'
+          return message[HEADER_BYTES] === IDLE_STATUS
         }
       }
     } catch {

@@ -2,26 +2,6 @@ import { isUtf8 } from 'node:buffer'
 import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 import { Frontend } from '../wire/protocol.js'
 
-function typeTable(types: number[]): Uint8Array {
-  const table = new Uint8Array(256)
-  for (const type of types) table[type] = 1
-  return table
-}
-
-/**
- * Message types the session must see whole: Terminate always (a clean goodbye, after which the
- * server's close is expected), Query and Parse when their SQL text is rewritten.
- */
-export const REWRITTEN_TYPES = typeTable([Frontend.Terminate, Frontend.Query, Frontend.Parse])
-export const TERMINATE_ONLY = typeTable([Frontend.Terminate])
-/** Under pgfence.maintenance: Bind too, to log the execution of named statements. */
-export const WITH_BIND_TYPES = typeTable([
-  Frontend.Terminate,
-  Frontend.Query,
-  Frontend.Parse,
-  Frontend.Bind,
-])
-
 /** Text encoding that round-trips the client's bytes: UTF-8 when valid, else byte for byte. */
 export const encodingOf = (bytes: Buffer): BufferEncoding => (isUtf8(bytes) ? 'utf8' : 'latin1')
 

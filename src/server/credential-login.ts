@@ -1,26 +1,30 @@
 import type { UpstreamCredentials } from '../auth/client-authenticator.js'
 import { md5Response } from '../auth/md5.js'
 import { ScramClientExchange } from '../auth/scram.js'
+import { readBackendKey, type BackendKey } from '../wire/backend-key.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import {
-  AUTH_CLEARTEXT,
-  AUTH_MD5,
-  AUTH_OK,
-  AUTH_SASL_CONTINUE,
-  AUTH_SASL_FINAL,
   passwordMessage,
   saslInitialResponse,
   saslResponse,
   startupMessage,
 } from '../wire/messages.js'
 import { decodeParameterStatus } from '../wire/parameter-status.js'
-import { AUTH_SASL, Backend } from '../wire/protocol.js'
+import {
+  AUTH_CLEARTEXT,
+  AUTH_MD5,
+  AUTH_OK,
+  AUTH_SASL,
+  AUTH_SASL_CONTINUE,
+  AUTH_SASL_FINAL,
+  Backend,
+} from '../wire/protocol.js'
 
 /** What a logged-in server connection told pgfence about itself. */
 export interface ServerIdentity {
   parameters: Map<string, string>
-  /** The 8 bytes of BackendKeyData: process id and secret key. */
-  backendKey: Buffer
+  /** Its BackendKeyData, to cancel what it runs. */
+  backendKey: BackendKey
 }
 
 /** The server side of a conversation pgfence conducts itself. */
@@ -30,7 +34,6 @@ export interface ServerConversation {
 }
 
 const SCRAM = 'SCRAM-SHA-256'
-const BACKEND_KEY_DATA = 0x4b
 
 /** An ErrorResponse from the server as a PgError to pass on to the client. */
 export function serverError(message: Buffer): PgError {
@@ -59,7 +62,10 @@ export async function loginUpstream(
       ['database', database],
     ]),
   )
-  const identity: ServerIdentity = { parameters: new Map(), backendKey: Buffer.alloc(8) }
+  const identity: ServerIdentity = {
+    parameters: new Map(),
+    backendKey: { processId: 0, secretKey: 0 },
+  }
   let scram: ScramClientExchange | null = null
   for (;;) {
     const message = await conversation.next()
@@ -72,8 +78,8 @@ export async function loginUpstream(
         identity.parameters.set(name, value)
         break
       }
-      case BACKEND_KEY_DATA:
-        identity.backendKey = Buffer.from(message.subarray(5, 13))
+      case Backend.BackendKeyData:
+        identity.backendKey = readBackendKey(message)
         break
       case Backend.ErrorResponse:
         throw serverError(message)

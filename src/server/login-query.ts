@@ -1,5 +1,5 @@
 import { AuthPhaseFilter } from '../wire/auth-filter.js'
-import { encodeQuery } from '../wire/query-result.js'
+import { query as queryMessage } from '../wire/messages.js'
 
 /** A query the proxy runs on a session's own server connection before the client may start. */
 export interface LoginQuery {
@@ -38,7 +38,7 @@ export function withLoginQuery(
         if (query === null) return { forward, rest }
         // Copies: the chunk may be a view of a read buffer that is reused meanwhile.
         held = forward.map((message) => Buffer.from(message))
-        sendUpstream(encodeQuery(query.sql))
+        sendUpstream(queryMessage(query.sql))
         chunk = rest
       }
       const { forward, rest } = response.push(chunk)

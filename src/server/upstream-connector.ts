@@ -3,7 +3,7 @@ import tls from 'node:tls'
 import { readFileSync } from 'node:fs'
 import type { Config, TcpKeepaliveConfig } from '../config/schema.js'
 import { PgError } from '../wire/error-response.js'
-import { SSL_REQUEST_CODE } from '../wire/protocol.js'
+import { SSL_ACCEPTED, SSL_REFUSED, SSL_REQUEST_CODE } from '../wire/protocol.js'
 import { encodeRequestCode } from '../wire/startup-packet.js'
 import { ReadBufferPool } from '../wire/read-buffer-pool.js'
 import { applyKeepalive } from '../net/tcp-keepalive.js'
@@ -111,8 +111,8 @@ function negotiateTls(socket: net.Socket, upstream: UpstreamConfig): Promise<boo
       cleanup()
       // Anything after the answer byte would be injected plaintext (CVE-2021-23222).
       if (chunk.length !== 1) return fail('unexpected data after the TLS answer')
-      if (chunk[0] === 0x53) return resolve(true)
-      if (chunk[0] === 0x4e) return resolve(false)
+      if (chunk[0] === SSL_ACCEPTED) return resolve(true)
+      if (chunk[0] === SSL_REFUSED) return resolve(false)
       fail('invalid answer to SSLRequest')
     }
     const onError = (err: Error) => fail(err.message)

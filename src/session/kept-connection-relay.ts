@@ -13,6 +13,7 @@ import {
   type NativeRelaySettings,
 } from '../relay/native-relay.js'
 import type { RequestProgress, RequestTracker } from '../relay/request-progress.js'
+import { interceptedTypeChars } from '../relay/intercepted-types.js'
 
 /** What relaying a kept connection needs from its transaction session. */
 export interface KeptConnectionOptions {
@@ -145,7 +146,7 @@ export class KeptConnectionRelay {
     const fencing = rewriter ? asciiOnly(rewriter.prefilterNeedles) : []
     return {
       maxMessageBytes: config.limits.maxMessageBytes,
-      interceptTypes: maintenance ? 'QPCXB' : 'QPCX',
+      interceptTypes: interceptedTypeChars({ statements: true, bind: maintenance, close: true }),
       statementNeedles: fencing && !maintenance ? [...RULE_WORDS, ...fencing] : undefined,
     }
   }

@@ -7,11 +7,11 @@ import type { PoolRegistry } from '../pool/pool-registry.js'
 import type { ServerConnection } from '../pool/server-connection.js'
 import { settingsStatement, startupSettings } from '../pool/startup-settings.js'
 import { PgError } from '../wire/error-response.js'
-import { readBackendKey } from '../server/cancel-forwarder.js'
 import type { LoginQuery } from '../server/login-query.js'
 import { nonConformingStrings } from '../fencing/server-notices.js'
 import type { PooledUpstream } from './session.js'
-import { backendKeyData, greeting, parameterStatuses } from '../wire/messages.js'
+import type { BackendKey } from '../wire/backend-key.js'
+import { greeting, parameterStatuses } from '../wire/messages.js'
 
 export interface PoolingContext {
   /** Replaced by a reload. */
@@ -31,7 +31,7 @@ export interface PooledClient {
   /** The client's startup settings. */
   settings: [string, string][]
   /** The client's own BackendKeyData (forget it when the client leaves). */
-  cancelKey: Buffer
+  cancelKey: BackendKey
   /** The client's bytes received after its last authentication message. */
   leftover: Buffer
 }
@@ -158,7 +158,7 @@ const scs = (parameters: [string, string][]): string =>
 export function lendServer(client: PooledClient, context: PoolingContext): PooledUpstream {
   const { pool, server } = client
   return {
-    backendKey: readBackendKey(backendKeyData(server.backendKey)),
+    backendKey: server.backendKey,
     attach: (receiver) => server.attach(receiver),
     release: (clean) => {
       context.cancelKeys.forget(client.cancelKey)

@@ -2,19 +2,15 @@ import type { Logger } from '../log.js'
 import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 import type { ClientConnection } from '../client/client-connection.js'
 import type { UpstreamSocket } from '../server/upstream-connector.js'
-import { readBackendKey, type BackendKey } from '../server/cancel-forwarder.js'
+import { readBackendKey, type BackendKey } from '../wire/backend-key.js'
 import { AuthPhaseFilter } from '../wire/auth-filter.js'
 import { BackendScanner } from '../wire/backend-scanner.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
 import { Backend, Frontend } from '../wire/protocol.js'
 import { idleBefore, MaintenanceLog } from '../fencing/maintenance-log.js'
-import {
-  interceptStatement,
-  REWRITTEN_TYPES,
-  TERMINATE_ONLY,
-  WITH_BIND_TYPES,
-} from '../relay/statement-interceptor.js'
+import { interceptStatement } from '../relay/statement-interceptor.js'
+import { interceptedTypeChars, interceptedTypeTable } from '../relay/intercepted-types.js'
 import { RequestTracker, type RequestProgress } from '../relay/request-progress.js'
 import { cancelUnlessCommitting, cutError, type CutReason } from './cut-outcome.js'
 import { onServerError, parameterRefusal, unknownCommit } from '../fencing/server-notices.js'
@@ -32,8 +28,10 @@ import type { SettingsHolder } from '../fencing/live-settings.js'
 const FLUSH_MARK = Buffer.alloc(0)
 
 /** `maintenance`: maintenance may be on, so every statement is logged. */
-const interceptTypes = (rewriter: StatementRewriter | null, maintenance: boolean) =>
-  rewriter ? (maintenance ? WITH_BIND_TYPES : REWRITTEN_TYPES) : TERMINATE_ONLY
+const interception = (rewriter: StatementRewriter | null | undefined, maintenance: boolean) => ({
+  statements: Boolean(rewriter),
+  bind: maintenance,
+})
 
 /** The DETAIL of PF409 as `pgfence.stale` words it (src/schema/fence-helpers.ts). */
 
@@ -136,7 +134,7 @@ export class ProxySession {
         started: (bytes, pos, end) => this.requests.clientMessage(bytes, pos, end),
       },
       options.settings.current.config.limits.maxMessageBytes,
-      interceptTypes(options.settings.current.rewriter, this.maintenance.on),
+      interceptedTypeTable(interception(options.settings.current.rewriter, this.maintenance.on)),
     )
     this.scanner = new BackendScanner(
       (message) => this.onServerMessage(message),
@@ -226,7 +224,7 @@ export class ProxySession {
   reconfigure(): void {
     const { rewriter, config } = this.options.settings.current
     this.framer.maxMessageBytes = config.limits.maxMessageBytes
-    this.framer.interceptTypes = interceptTypes(rewriter, this.maintenance.on)
+    this.framer.interceptTypes = interceptedTypeTable(interception(rewriter, this.maintenance.on))
     this.native?.update(this.nativeSettings())
   }
 
@@ -385,7 +383,7 @@ export class ProxySession {
     const statementNeedles = maintenance ? undefined : asciiOnly(rewriter?.prefilterNeedles)
     return {
       maxMessageBytes: config.limits.maxMessageBytes,
-      interceptTypes: rewriter ? (maintenance ? 'QPXB' : 'QPX') : 'X',
+      interceptTypes: interceptedTypeChars(interception(rewriter, maintenance)),
       statementNeedles,
       // Only with needles: without them every Query would need a template, where rewriteQuery's
       // own prefilter spares most of them a parse.

@@ -6,11 +6,17 @@ import { settingsStatement } from '../pool/startup-settings.js'
 import { statementEffects } from '../pool/transaction-rules.js'
 import { quoteLiteral } from '../rewrite/sql-text.js'
 import { maintenanceNeedle as maintenanceSetting } from '../rewrite/statement-marker.js'
-import { readBackendKey, type BackendKey } from '../server/cancel-forwarder.js'
+import { readBackendKey, type BackendKey } from '../wire/backend-key.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
 import { backendKeyData, query, readCString, typedMessage } from '../wire/messages.js'
-import { Backend, Frontend, FRONTEND_TYPES, HEADER_BYTES } from '../wire/protocol.js'
+import {
+  Backend,
+  Frontend,
+  FRONTEND_TYPES,
+  HEADER_BYTES,
+  STATEMENT_TARGET,
+} from '../wire/protocol.js'
 import { cancelUnlessCommitting, cutError, type CutReason } from './cut-outcome.js'
 import { KeptConnectionRelay } from './kept-connection-relay.js'
 import type { PooledClient, PoolingContext } from './pooled-startup.js'
@@ -52,8 +58,6 @@ export interface TransactionSessionOptions {
 }
 
 const NOTHING = Buffer.alloc(0)
-const PARSE_COMPLETE = 0x31
-const CLOSE_COMPLETE = 0x33
 /** An expected ParseComplete/CloseComplete (true: pgfence's own, dropped), or a Sync. */
 type Expected = boolean | 'sync'
 
@@ -65,7 +69,7 @@ function sameSettings(server: Map<string, string>, client: Map<string, string>):
 }
 
 const closeStatement = (name: string) =>
-  typedMessage('C', Buffer.from('S'), Buffer.from(`${name}\0`, 'utf8'))
+  typedMessage(Frontend.Close, Buffer.from([STATEMENT_TARGET]), Buffer.from(`${name}\0`, 'utf8'))
 
 /**
  * Transaction pooling: the client takes a server connection with its first message after
@@ -326,7 +330,7 @@ export class TransactionSession {
         break
       }
       case Frontend.Describe:
-        if (message[5] === 0x53) this.ensurePrepared(readCString(message, 6)?.text)
+        if (message[5] === STATEMENT_TARGET) this.ensurePrepared(readCString(message, 6)?.text)
         this.batch.push(message)
         break
       case Frontend.Close:
@@ -361,7 +365,7 @@ export class TransactionSession {
 
   /** A Close of a named statement: the client has it no more, nor has the connection. */
   private closeNamed(message: Buffer): void {
-    if (message[HEADER_BYTES] !== 0x53) return
+    if (message[HEADER_BYTES] !== STATEMENT_TARGET) return
     const name = readCString(message, HEADER_BYTES + 1)?.text ?? ''
     this.statements.delete(name)
     this.server!.prepared.delete(name)
@@ -423,7 +427,7 @@ export class TransactionSession {
     const body = message.subarray(5, textAt)
     const tail = message[0] === Frontend.Parse ? Buffer.from([0, 0]) : Buffer.alloc(0)
     return typedMessage(
-      String.fromCharCode(message[0]!),
+      message[0]!,
       body,
       Buffer.from(`${text}\0`, 'utf8'),
       end < 0 ? Buffer.alloc(0) : tail,
@@ -471,7 +475,8 @@ export class TransactionSession {
       if (type === Backend.ReadyForQuery) this.swallowReady--
       return false
     }
-    if (type === PARSE_COMPLETE || type === CLOSE_COMPLETE) return this.expected.shift() !== true
+    if (type === Backend.ParseComplete || type === Backend.CloseComplete)
+      return this.expected.shift() !== true
     if (type === Backend.ErrorResponse) {
       // The server skips to the next Sync: completions expected before it will not come.
       const sync = this.expected.indexOf('sync')

@@ -1,3 +1,4 @@
+import { authenticationSasl } from './messages.js'
 import { AUTH_SASL, Backend, HEADER_BYTES } from './protocol.js'
 
 const CHANNEL_BINDING = 'SCRAM-SHA-256-PLUS'
@@ -40,11 +41,5 @@ function withoutChannelBinding(message: Buffer): Buffer {
     .toString('utf8', 9, message.length)
     .split('\0')
     .filter((name) => name !== '' && name !== CHANNEL_BINDING)
-  const body = Buffer.from(mechanisms.map((name) => `${name}\0`).join('') + '\0', 'utf8')
-  const out = Buffer.allocUnsafe(9 + body.length)
-  out[0] = Backend.Authentication
-  out.writeUInt32BE(8 + body.length, 1)
-  out.writeUInt32BE(AUTH_SASL, 5)
-  body.copy(out, 9)
-  return out
+  return authenticationSasl(mechanisms)
 }

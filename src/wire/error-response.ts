@@ -1,3 +1,6 @@
+import { typedMessage } from './messages.js'
+import { Backend } from './protocol.js'
+
 /**
  * A PostgreSQL-shaped error that encodes itself as an ErrorResponse, for the few cases the
  * proxy must answer on its own (startup failures, limits, an unreachable upstream).
@@ -50,21 +53,17 @@ export function decodeErrorResponse(
   return fields
 }
 
-/** An ErrorResponse (or, with type 0x4e, a NoticeResponse) of these fields, in this order. */
+/** An ErrorResponse (or a NoticeResponse) of these fields, in this order. */
 export function encodeErrorResponse(
   fields: ErrorField[],
   encoding: BufferEncoding = 'utf8',
-  type = 0x45,
+  type: Backend.ErrorResponse | Backend.NoticeResponse = Backend.ErrorResponse,
 ): Buffer {
   const body = Buffer.from(
     `${fields.map(([key, value]) => `${key}${value}\0`).join('')}\0`,
     encoding,
   )
-  const message = Buffer.allocUnsafe(5 + body.length)
-  message[0] = type
-  message.writeUInt32BE(body.length + 4, 1)
-  body.copy(message, 5)
-  return message
+  return typedMessage(type, body)
 }
 
 export interface ErrorFields {

@@ -1,14 +1,30 @@
-/** Encoders for the few messages pgfence writes itself when it speaks for a server or a client. */
+/** Encoders for the messages pgfence writes itself when it speaks for a server or a client. */
+import type { BackendKey } from './backend-key.js'
+import {
+  AUTH_SASL,
+  Backend,
+  CANCEL_REQUEST_CODE,
+  CANCEL_REQUEST_LENGTH,
+  Frontend,
+  HEADER_BYTES,
+  IDLE_STATUS,
+} from './protocol.js'
 
 const cstring = (text: string): Buffer => Buffer.from(`${text}\0`, 'utf8')
 
 /** A typed message: type byte, length (counting itself), body. */
-export function typedMessage(type: string, ...parts: Buffer[]): Buffer {
+export function typedMessage(type: Backend | Frontend, ...parts: Buffer[]): Buffer {
   const body = Buffer.concat(parts)
-  const out = Buffer.allocUnsafe(5 + body.length)
-  out[0] = type.charCodeAt(0)
+  const out = Buffer.allocUnsafe(HEADER_BYTES + body.length)
+  out[0] = type
   out.writeUInt32BE(4 + body.length, 1)
-  body.copy(out, 5)
+  body.copy(out, HEADER_BYTES)
+  return out
+}
+
+const int16 = (value: number): Buffer => {
+  const out = Buffer.allocUnsafe(2)
+  out.writeInt16BE(value)
   return out
 }
 
@@ -18,35 +34,87 @@ const int32 = (value: number): Buffer => {
   return out
 }
 
-export const AUTH_OK = 0
-export const AUTH_CLEARTEXT = 3
-export const AUTH_MD5 = 5
-export const AUTH_SASL_CONTINUE = 11
-export const AUTH_SASL_FINAL = 12
+const uint32 = (value: number): Buffer => {
+  const out = Buffer.allocUnsafe(4)
+  out.writeUInt32BE(value)
+  return out
+}
 
 export const authentication = (code: number, data: Buffer = Buffer.alloc(0)): Buffer =>
-  typedMessage('R', int32(code), data)
+  typedMessage(Backend.Authentication, int32(code), data)
 
 export const authenticationSasl = (mechanisms: string[]): Buffer =>
-  typedMessage('R', int32(10), ...mechanisms.map(cstring), Buffer.from([0]))
+  typedMessage(
+    Backend.Authentication,
+    int32(AUTH_SASL),
+    ...mechanisms.map(cstring),
+    Buffer.from([0]),
+  )
 
 export const parameterStatus = (name: string, value: string): Buffer =>
-  typedMessage('S', cstring(name), cstring(value))
+  typedMessage(Backend.ParameterStatus, cstring(name), cstring(value))
 
-export const backendKeyData = (key: Buffer): Buffer => typedMessage('K', key)
+export const backendKeyData = (key: BackendKey): Buffer =>
+  typedMessage(Backend.BackendKeyData, uint32(key.processId), uint32(key.secretKey))
 
-export const readyForQuery = (status: string): Buffer => typedMessage('Z', Buffer.from(status))
+/** A CancelRequest (untyped, sent on a connection of its own) for the backend of `key`. */
+export function cancelRequest(key: BackendKey): Buffer {
+  const request = Buffer.allocUnsafe(CANCEL_REQUEST_LENGTH)
+  request.writeUInt32BE(CANCEL_REQUEST_LENGTH, 0)
+  request.writeUInt32BE(CANCEL_REQUEST_CODE, 4)
+  request.writeUInt32BE(key.processId, 8)
+  request.writeUInt32BE(key.secretKey, 12)
+  return request
+}
 
-export const query = (text: string): Buffer => typedMessage('Q', cstring(text))
+export const readyForQuery = (status = 'I'): Buffer =>
+  typedMessage(Backend.ReadyForQuery, Buffer.from(status, 'latin1'))
 
-export const passwordMessage = (password: string): Buffer => typedMessage('p', cstring(password))
+export const emptyQueryResponse = (): Buffer => typedMessage(Backend.EmptyQueryResponse)
+
+export const commandComplete = (tag: string): Buffer =>
+  typedMessage(Backend.CommandComplete, cstring(tag))
+
+const TEXT_OID = 25
+
+/** RowDescription of text columns. */
+export function rowDescription(columns: readonly string[]): Buffer {
+  const fields = columns.map((name) =>
+    Buffer.concat([
+      cstring(name),
+      int32(0),
+      int16(0),
+      int32(TEXT_OID),
+      int16(-1),
+      int32(-1),
+      int16(0),
+    ]),
+  )
+  return typedMessage(Backend.RowDescription, int16(columns.length), ...fields)
+}
+
+/** DataRow in text format; null is SQL NULL. */
+export function dataRow(values: readonly (string | null)[]): Buffer {
+  const cells = values.map((value) => {
+    if (value === null) return int32(-1)
+    const bytes = Buffer.from(value, 'utf8')
+    return Buffer.concat([int32(bytes.length), bytes])
+  })
+  return typedMessage(Backend.DataRow, int16(values.length), ...cells)
+}
+
+export const query = (text: string): Buffer => typedMessage(Frontend.Query, cstring(text))
+
+export const passwordMessage = (password: string): Buffer =>
+  typedMessage(Frontend.Password, cstring(password))
 
 export const saslInitialResponse = (mechanism: string, data: string): Buffer => {
   const bytes = Buffer.from(data, 'utf8')
-  return typedMessage('p', cstring(mechanism), int32(bytes.length), bytes)
+  return typedMessage(Frontend.Password, cstring(mechanism), int32(bytes.length), bytes)
 }
 
-export const saslResponse = (data: string): Buffer => typedMessage('p', Buffer.from(data, 'utf8'))
+export const saslResponse = (data: string): Buffer =>
+  typedMessage(Frontend.Password, Buffer.from(data, 'utf8'))
 
 /** A StartupMessage (protocol 3.0) with these parameters. */
 export function startupMessage(params: Iterable<[string, string]>): Buffer {
@@ -75,8 +143,8 @@ export function parameterStatuses(parameters: [string, string][]): Buffer {
   let pos = 0
   for (const [name, value] of parameters) {
     const start = pos
-    out[pos] = 0x53 // ParameterStatus
-    pos += 5
+    out[pos] = Backend.ParameterStatus
+    pos += HEADER_BYTES
     pos += out.write(name, pos)
     out[pos++] = 0
     pos += out.write(value, pos)
@@ -88,20 +156,21 @@ export function parameterStatuses(parameters: [string, string][]): Buffer {
 
 /**
  * The greeting that ends a login, in one buffer: `head` (the last authentication messages),
- * `statuses` (parameterStatuses), BackendKeyData with `key` (8 bytes), ReadyForQuery (idle).
+ * `statuses` (parameterStatuses), BackendKeyData with `key`, ReadyForQuery (idle).
  */
-export function greeting(head: Buffer, statuses: Buffer, key: Buffer): Buffer {
+export function greeting(head: Buffer, statuses: Buffer, key: BackendKey): Buffer {
   const out = Buffer.allocUnsafe(
     head.length + statuses.length + BACKEND_KEY_DATA_LENGTH + READY_FOR_QUERY_LENGTH,
   )
   let pos = head.copy(out, 0)
   pos += statuses.copy(out, pos)
-  out[pos] = 0x4b // BackendKeyData
+  out[pos] = Backend.BackendKeyData
   out.writeUInt32BE(BACKEND_KEY_DATA_LENGTH - 1, pos + 1)
-  key.copy(out, pos + 5, 0, 8)
+  out.writeUInt32BE(key.processId, pos + HEADER_BYTES)
+  out.writeUInt32BE(key.secretKey, pos + HEADER_BYTES + 4)
   pos += BACKEND_KEY_DATA_LENGTH
-  out[pos] = 0x5a // ReadyForQuery
+  out[pos] = Backend.ReadyForQuery
   out.writeUInt32BE(READY_FOR_QUERY_LENGTH - 1, pos + 1)
-  out[pos + 5] = 0x49 // 'I'
+  out[pos + HEADER_BYTES] = IDLE_STATUS
   return out
 }

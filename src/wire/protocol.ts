@@ -33,17 +33,53 @@ export const enum Frontend {
 export const enum Backend {
   Authentication = 0x52, // R
   BackendKeyData = 0x4b, // K
+  CloseComplete = 0x33, // 3
   CommandComplete = 0x43, // C
+  DataRow = 0x44, // D
+  EmptyQueryResponse = 0x49, // I
   ErrorResponse = 0x45, // E
   NoticeResponse = 0x4e, // N
   ParameterStatus = 0x53, // S
+  ParseComplete = 0x31, // 1
   ReadyForQuery = 0x5a, // Z
+  RowDescription = 0x54, // T
 }
 
+/** The request codes of an Authentication message. */
+export const AUTH_OK = 0
+export const AUTH_CLEARTEXT = 3
+export const AUTH_MD5 = 5
 export const AUTH_SASL = 10
+export const AUTH_SASL_CONTINUE = 11
+export const AUTH_SASL_FINAL = 12
+
+/** The one-byte answers to an SSLRequest: go ahead with TLS, or go on in plaintext. */
+export const SSL_ACCEPTED = 0x53 // S
+export const SSL_REFUSED = 0x4e // N
+
+/** The transaction status ReadyForQuery carries when no transaction is open. */
+export const IDLE_STATUS = 0x49 // I
+
+/** What a Close or Describe names: a prepared statement (the other kind is a portal, 'P'). */
+export const STATEMENT_TARGET = 0x53 // S
 
 /** Every message type a client may send after startup. */
-export const FRONTEND_TYPE_CHARS = 'BCdcfDEHFPpQSX'
+export const FRONTEND_TYPE_CHARS = String.fromCharCode(
+  Frontend.Bind,
+  Frontend.Close,
+  Frontend.CopyData,
+  Frontend.CopyDone,
+  Frontend.CopyFail,
+  Frontend.Describe,
+  Frontend.Execute,
+  Frontend.Flush,
+  Frontend.FunctionCall,
+  Frontend.Parse,
+  Frontend.Password,
+  Frontend.Query,
+  Frontend.Sync,
+  Frontend.Terminate,
+)
 
 /** A 256-entry table: is this byte a message type a client may send? */
 export const FRONTEND_TYPES: Uint8Array = (() => {

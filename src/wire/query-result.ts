@@ -1,18 +1,5 @@
 import { decodeErrorFields, type ErrorFields } from './error-response.js'
-import { Backend, Frontend, HEADER_BYTES } from './protocol.js'
-
-const ROW_DESCRIPTION = 0x54 // T
-const DATA_ROW = 0x44 // D
-
-/** A simple-protocol Query message for one SQL text. */
-export function encodeQuery(sql: string): Buffer {
-  const text = Buffer.from(`${sql}\0`, 'utf8')
-  const message = Buffer.allocUnsafe(HEADER_BYTES + text.length)
-  message[0] = Frontend.Query
-  message.writeUInt32BE(text.length + 4, 1)
-  text.copy(message, HEADER_BYTES)
-  return message
-}
+import { Backend, HEADER_BYTES } from './protocol.js'
 
 /** What the server answered to a Query: its rows (text format, by column name) or its error. */
 export interface QueryResult {
@@ -25,14 +12,12 @@ export function decodeQueryResult(messages: Buffer[]): QueryResult {
   const result: QueryResult = { rows: [] }
   let columns: string[] = []
   for (const message of messages) {
-    if (message[0] === ROW_DESCRIPTION) columns = columnNames(message)
-    else if (message[0] === DATA_ROW) result.rows.push(dataRow(message, columns))
+    if (message[0] === Backend.RowDescription) columns = columnNames(message)
+    else if (message[0] === Backend.DataRow) result.rows.push(dataRow(message, columns))
     else if (message[0] === Backend.ErrorResponse) result.error = decodeErrorFields(message)
   }
   return result
 }
-
-const COMMAND_COMPLETE = 0x43 // C
 
 /**
  * The responses of a Query of several statements, one per statement that ran: each ends with
@@ -42,7 +27,7 @@ export function splitResults(messages: Buffer[]): Buffer[][] {
   const results: Buffer[][] = [[]]
   for (const message of messages) {
     results[results.length - 1]!.push(message)
-    if (message[0] === COMMAND_COMPLETE) results.push([])
+    if (message[0] === Backend.CommandComplete) results.push([])
   }
   return results.filter((result) => result.length > 0)
 }

@@ -8,6 +8,7 @@ import {
   encodeErrorResponse,
   PgError,
 } from '../../src/wire/error-response.js'
+import { Backend } from '../../src/wire/protocol.js'
 import { splits, typed } from './frames.js'
 
 const int32 = (value: number): Buffer => {
@@ -144,7 +145,7 @@ describe('decodeErrorResponse / encodeErrorResponse', () => {
     expect(encodeErrorResponse(fields, 'latin1').equals(latin1)).toBe(true)
     const utf8 = errorMessage('PF428')
     expect(encodeErrorResponse(decodeErrorResponse(utf8)).equals(utf8)).toBe(true)
-    const notice = encodeErrorResponse([['S', 'NOTICE']], 'utf8', 0x4e)
+    const notice = encodeErrorResponse([['S', 'NOTICE']], 'utf8', Backend.NoticeResponse)
     expect(notice.equals(typed('N', 'SNOTICE\0\0'))).toBe(true)
   })
 })

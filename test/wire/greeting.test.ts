@@ -12,7 +12,7 @@ describe('greeting', () => {
     ['standard_conforming_strings', 'on'],
   ]
   const head = typed('R', Buffer.from([0, 0, 0, 0]))
-  const key = Buffer.from('0102030405060708', 'hex')
+  const key = { processId: 0x01020304, secretKey: 0x05060708 }
 
   it('is the head, a ParameterStatus per parameter, BackendKeyData and ReadyForQuery, whole', () => {
     const bytes = greeting(head, parameterStatuses(parameters), key)
@@ -36,7 +36,7 @@ describe('greeting', () => {
     expect(ready).toBe(0x49) // 'I'
     expect(bytes.subarray(0, head.length)).toEqual(head)
     const keyAt = bytes.length - 6 - 8
-    expect(bytes.subarray(keyAt, keyAt + 8)).toEqual(key)
+    expect(bytes.subarray(keyAt, keyAt + 8)).toEqual(Buffer.from('0102030405060708', 'hex'))
   })
 })
 

@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest'
 import { MessageFramer } from '../../src/wire/message-framer.js'
 import type { PgError } from '../../src/wire/error-response.js'
-import { REWRITTEN_TYPES, TERMINATE_ONLY } from '../../src/relay/statement-interceptor.js'
+import { interceptedTypeTable } from '../../src/relay/intercepted-types.js'
+
+const REWRITTEN_TYPES = interceptedTypeTable({ statements: true, bind: false })
+const TERMINATE_ONLY = interceptedTypeTable({ statements: false, bind: false })
 import { parse, query, splits, sync, typed } from './frames.js'
 
 function run(chunks: Buffer[], intercept = REWRITTEN_TYPES, max = 1 << 20) {

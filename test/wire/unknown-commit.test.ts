@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest'
 import { unknownCommit } from '../../src/fencing/server-notices.js'
 import { encodeErrorResponse, type ErrorField } from '../../src/wire/error-response.js'
+import { Backend } from '../../src/wire/protocol.js'
 
 const DETAIL =
   'The transaction has already committed locally, but might not have been replicated to the standby.'
 
-const notice = (fields: ErrorField[]) => encodeErrorResponse(fields, 'utf8', 0x4e)
+const notice = (fields: ErrorField[]) => encodeErrorResponse(fields, 'utf8', Backend.NoticeResponse)
 
 describe('unknownCommit', () => {
   it('reads a cancelled wait for the standby by the fields PostgreSQL never translates', () => {
