@@ -24,6 +24,7 @@ import {
   type OnRejection,
 } from '../fencing/server-notices.js'
 import type { SessionState } from './session.js'
+import { nextPhase, type TransactionPhase } from './transaction-phase.js'
 import { encodingOf, interceptStatement } from '../relay/statement-interceptor.js'
 import { readableRefusal, refusalStatement } from '../pool/transaction-pool-refusals.js'
 
@@ -81,11 +82,9 @@ const closeStatement = (name: string) =>
 export class TransactionSession {
   readonly closed: Promise<void>
   private markClosed!: () => void
-  private ended = false
+  private current: TransactionPhase = 'idle'
+  /** The connection held: set exactly while the phase is active. */
   private server: ServerConnection | null = null
-  private checkingOut = false
-  /** Settings are being read back from the last connection: the next one waits for them. */
-  private settling = false
   /** Copies of messages that arrived while no server connection was held. */
   private readonly waiting: Buffer[] = []
   /**
@@ -99,6 +98,7 @@ export class TransactionSession {
   private touched = false
   private readonly statements = new Map<string, Buffer>()
   private readonly settings: Map<string, string>
+  /** Settings read back from the last connection (phase settling): the next one waits for them. */
   private settled: Promise<void> = Promise.resolve()
   /** A server message split across reads (a copy: the read buffer is reused). */
   private serverBuffered = NOTHING
@@ -149,6 +149,19 @@ export class TransactionSession {
     )
   }
 
+  get phase(): TransactionPhase {
+    return this.current
+  }
+
+  /** A method, not a field test: the session may end inside a call made after a test. */
+  private ended(): boolean {
+    return this.current === 'closed'
+  }
+
+  private moveTo(phase: TransactionPhase): void {
+    this.current = nextPhase(this.current, phase)
+  }
+
   start(leftover: Buffer): void {
     this.connection.setReceiver((chunk) => {
       this.framer.push(chunk)
@@ -166,7 +179,7 @@ export class TransactionSession {
    * clock); null between transactions and while it waits for one (pool.waitTimeoutMs then).
    */
   progress(): RequestProgress | null {
-    if (this.ended || !this.server) return null
+    if (this.current !== 'active') return null
     return this.kept.progress() ?? this.requests.snapshot()
   }
 
@@ -175,7 +188,7 @@ export class TransactionSession {
     const transactions = this.transactions + this.kept.transactions
     const idle = native
       ? native.outstanding === 0 && native.status === 'I'
-      : !this.checkingOut &&
+      : this.current !== 'waiting' &&
         this.outstanding === 0 &&
         this.waiting.length === 0 &&
         (!this.server || this.requests.atRest)
@@ -206,7 +219,7 @@ export class TransactionSession {
    * not end the wait either.
    */
   async cut(reason: CutReason): Promise<void> {
-    if (this.ended) return
+    if (this.ended()) return
     const progress = this.progress()
     const error = cutError(reason, progress)
     this.options.logger.warn({ reason, code: error.code, ...progress }, 'ending session')
@@ -236,17 +249,17 @@ export class TransactionSession {
 
   /** One whole client message: a view valid only until the chunk it came in is framed. */
   private fromClient(message: Buffer): void {
-    if (this.ended) return
+    if (this.ended()) return
     if (message[0] === Frontend.Terminate) return this.finish()
     this.requests.clientMessage(message, 0, message.length)
     if (observedTypes.has(message[0]!)) {
-      const idle = !this.checkingOut && idleBefore(message, this.requests.snapshot())
+      const idle = this.current !== 'waiting' && idleBefore(message, this.requests.snapshot())
       this.maintenance.observe(message, idle)
     }
-    if (!this.server && !this.checkingOut && !this.settling) this.checkoutIdle()
-    if (this.server && !this.checkingOut) return this.send(message)
+    if (this.current === 'idle') this.checkoutIdle()
+    if (this.current === 'active') return this.send(message)
     this.waiting.push(Buffer.from(message))
-    if (!this.checkingOut) void this.checkout()
+    if (this.current !== 'waiting') void this.checkout()
   }
 
   /** Takes an idle connection at once when the pool has one (no promise on the common path). */
@@ -256,7 +269,7 @@ export class TransactionSession {
   }
 
   private async checkout(): Promise<void> {
-    this.checkingOut = true
+    this.moveTo('waiting')
     let server: ServerConnection
     try {
       await this.settled
@@ -264,14 +277,14 @@ export class TransactionSession {
     } catch (err) {
       return this.fail(err instanceof PgError ? err : new PgError('08006', String(err)))
     }
-    if (this.ended) return this.options.pool.checkin(server)
+    if (this.ended()) return this.options.pool.checkin(server)
     this.hold(server)
-    this.checkingOut = false
     for (const message of this.waiting.splice(0)) this.send(message)
     this.flush()
   }
 
   private hold(server: ServerConnection): void {
+    this.moveTo('active')
     this.server = this.options.held.server = server
     this.giveBackWanted = false
     // The query timeout counts from here: waiting for the connection has a timeout of its own.
@@ -433,7 +446,7 @@ export class TransactionSession {
   private readonly onServerBytes = (chunk: Buffer): boolean => this.fromServer(chunk)
 
   private fromServer(chunk: Buffer): boolean {
-    if (this.ended) return true
+    if (this.ended()) return true
     this.requests.serverBytes()
     const buffered = this.serverBuffered.length
       ? Buffer.concat([this.serverBuffered, chunk])
@@ -452,7 +465,7 @@ export class TransactionSession {
       const relayed = this.relayed(message)
       this.dropCompletion = message[0] === Backend.NoticeResponse && relayed !== message
       out.push(relayed)
-      if (this.ended) return true
+      if (this.ended()) return true
       // Between transactions, unless the client has already begun the next (Parse ... Flush).
       if (message[0] === Backend.ReadyForQuery && this.outstanding === 0 && this.requests.atRest)
         release = true
@@ -539,7 +552,6 @@ export class TransactionSession {
       this.waiting.length === 0 &&
       this.batch.length === 0 &&
       this.serverBuffered.length === 0 &&
-      !this.settling &&
       this.framer.atBoundary() &&
       this.requests.atRest
     )
@@ -547,7 +559,7 @@ export class TransactionSession {
 
   /** A client waits for a connection: the kept one goes back now if idle, else when it is. */
   private readonly giveBack = (): void => {
-    if (!this.server || this.checkingOut || this.ended) return
+    if (this.current !== 'active') return
     this.giveBackWanted = true
     if (this.kept.active ? this.kept.closeWhenIdle() && this.kept.takeBack() : this.atRest())
       this.releaseServer()
@@ -561,15 +573,18 @@ export class TransactionSession {
     this.options.pool.unkeep(server)
     server.detach()
     if (!this.touched) {
+      this.moveTo('idle')
       this.options.pool.checkin(server)
     } else {
       this.touched = false
-      this.settling = true
-      this.settled = this.readSettings(server).finally(() => (this.settling = false))
+      this.moveTo('settling')
+      this.settled = this.readSettings(server).finally(() => {
+        if (this.current === 'settling') this.moveTo('idle')
+      })
     }
     if (this.closingWhenIdle && this.waiting.length === 0)
       return this.terminate(this.closingWhenIdle)
-    if (this.waiting.length > 0 && !this.checkingOut) void this.checkout()
+    if (this.waiting.length > 0 && this.current !== 'waiting') void this.checkout()
   }
 
   /** Reads the tracked settings as PostgreSQL left them, then RESET ALL for the next client. */
@@ -604,9 +619,8 @@ export class TransactionSession {
 
   /** The kept connection goes to the native relay once the JavaScript relay is at rest. */
   private readonly relayKept = (): void => {
-    const server = this.server
-    if (!server || this.ended || this.checkingOut || !this.atRest()) return
-    this.kept.relay(server)
+    if (this.current !== 'active' || !this.atRest()) return
+    this.kept.relay(this.server!)
   }
 
   /**
@@ -646,8 +660,8 @@ export class TransactionSession {
    * backend may still be running the client's statement).
    */
   private finish(reusable = true): void {
-    if (this.ended) return
-    this.ended = true
+    if (this.ended()) return
+    this.moveTo('closed')
     if (this.kept.active) this.kept.takeBack()
     const server = this.server
     if (server) {
