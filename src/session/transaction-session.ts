@@ -2,9 +2,7 @@ import type { ClientConnection } from '../client/client-connection.js'
 import type { Logger } from '../log.js'
 import type { Pool } from '../pool/pool.js'
 import type { ServerConnection } from '../pool/server-connection.js'
-import { settingsStatement } from '../pool/startup-settings.js'
 import { statementEffects } from '../pool/transaction-rules.js'
-import { quoteLiteral } from '../rewrite/sql-text.js'
 import { maintenanceNeedle as maintenanceSetting } from '../rewrite/statement-marker.js'
 import { readBackendKey, type BackendKey } from '../server/cancel-forwarder.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
@@ -25,6 +23,7 @@ import {
 } from '../fencing/server-notices.js'
 import type { SessionState } from './session.js'
 import { nextPhase, type TransactionPhase } from './transaction-phase.js'
+import { readBackSettings, replayStatement } from './settings-replay.js'
 import { encodingOf, interceptStatement } from '../relay/statement-interceptor.js'
 import { readableRefusal, refusalStatement } from '../pool/transaction-pool-refusals.js'
 
@@ -57,13 +56,6 @@ const PARSE_COMPLETE = 0x31
 const CLOSE_COMPLETE = 0x33
 /** An expected ParseComplete/CloseComplete (true: pgfence's own, dropped), or a Sync. */
 type Expected = boolean | 'sync'
-
-/** Whether a connection already has exactly the client's settings (then nothing is replayed). */
-function sameSettings(server: Map<string, string>, client: Map<string, string>): boolean {
-  if (server.size !== client.size) return false
-  for (const [name, value] of client) if (server.get(name) !== value) return false
-  return true
-}
 
 const closeStatement = (name: string) =>
   typedMessage('C', Buffer.from('S'), Buffer.from(`${name}\0`, 'utf8'))
@@ -290,21 +282,11 @@ export class TransactionSession {
     // The query timeout counts from here: waiting for the connection has a timeout of its own.
     this.requests.serverBytes()
     server.attach(this.onServerBytes, this.serverClosed)
-    const replay = this.replayStatement(server)
+    const replay = replayStatement(server, this.settings)
     if (replay) {
       this.swallowReady++
       this.batch.push(query(replay))
     }
-  }
-
-  /** Brings the connection's settings to the client's (RESET ALL when it has others). */
-  private replayStatement(server: ServerConnection): string | null {
-    if (sameSettings(server.settings, this.settings)) return null
-    const foreign = [...server.settings].some(([name]) => !this.settings.has(name))
-    const set = settingsStatement([...this.settings], foreign ? new Map() : server.settings)
-    server.settings = new Map(this.settings)
-    if (!foreign) return set
-    return set ? `RESET ALL; ${set}` : 'RESET ALL'
   }
 
   /** Writes the batch to the held connection, copied once (its views are of a reused buffer). */
@@ -587,18 +569,10 @@ export class TransactionSession {
     if (this.waiting.length > 0 && this.current !== 'waiting') void this.checkout()
   }
 
-  /** Reads the tracked settings as PostgreSQL left them, then RESET ALL for the next client. */
+  /** Reads the tracked settings back (settings-replay.ts); the connection goes back reset. */
   private async readSettings(server: ServerConnection): Promise<void> {
-    const names = this.options.trackedSettings()
-    const columns = names.map((name) => `pg_catalog.current_setting(${quoteLiteral(name)}, true)`)
     try {
-      const [row] = await server.rows(`SELECT ${columns.join(', ')}; RESET ALL`)
-      names.forEach((name, i) => {
-        const value = row?.[i] ?? ''
-        if (value === '') this.settings.delete(name)
-        else this.settings.set(name, value)
-      })
-      server.settings = new Map()
+      await readBackSettings(server, this.options.trackedSettings(), this.settings)
       this.options.pool.checkin(server)
     } catch (err) {
       this.options.logger.warn({ err: (err as Error).message }, 'could not read session settings')
