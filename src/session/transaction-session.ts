@@ -24,6 +24,7 @@ import {
 import type { SessionState } from './session.js'
 import { nextPhase, type TransactionPhase } from './transaction-phase.js'
 import { readBackSettings, replayStatement } from './settings-replay.js'
+import { ClientStatements, closeStatement } from './statement-repreparation.js'
 import { encodingOf, interceptStatement } from '../relay/statement-interceptor.js'
 import { readableRefusal, refusalStatement } from '../pool/transaction-pool-refusals.js'
 
@@ -57,9 +58,6 @@ const CLOSE_COMPLETE = 0x33
 /** An expected ParseComplete/CloseComplete (true: pgfence's own, dropped), or a Sync. */
 type Expected = boolean | 'sync'
 
-const closeStatement = (name: string) =>
-  typedMessage('C', Buffer.from('S'), Buffer.from(`${name}\0`, 'utf8'))
-
 /**
  * Transaction pooling: the client takes a server connection with its first message after
  * ReadyForQuery 'I'. At the next ReadyForQuery 'I' with nothing in flight it gives it back, or,
@@ -88,7 +86,7 @@ export class TransactionSession {
   private swallowReady = 0
   private expected: Expected[] = []
   private touched = false
-  private readonly statements = new Map<string, Buffer>()
+  private readonly statements = new ClientStatements((message) => this.inject(message))
   private readonly settings: Map<string, string>
   /** Settings read back from the last connection (phase settling): the next one waits for them. */
   private settled: Promise<void> = Promise.resolve()
@@ -122,7 +120,7 @@ export class TransactionSession {
     this.maintenance = new MaintenanceLog(options.logger, new Map(options.settings))
     this.kept = new KeptConnectionRelay({
       client: this.client,
-      statements: this.statements,
+      statements: this.statements.parses,
       live: options.live,
       requests: this.requests,
       maintenance: this.maintenance,
@@ -316,16 +314,20 @@ export class TransactionSession {
       }
       case Frontend.Bind: {
         const portal = readCString(message, 5)
-        this.ensurePrepared(portal ? readCString(message, portal.next)?.text : undefined)
+        this.statements.ensurePrepared(
+          server,
+          portal ? readCString(message, portal.next)?.text : undefined,
+        )
         this.batch.push(message)
         break
       }
       case Frontend.Describe:
-        if (message[5] === 0x53) this.ensurePrepared(readCString(message, 6)?.text)
+        if (message[5] === 0x53)
+          this.statements.ensurePrepared(server, readCString(message, 6)?.text)
         this.batch.push(message)
         break
       case Frontend.Close:
-        this.closeNamed(message)
+        this.statements.closed(server, message)
         this.expected.push(false)
         this.batch.push(message)
         break
@@ -346,55 +348,14 @@ export class TransactionSession {
    */
   private parse(message: Buffer, name: string): Buffer {
     const parse = this.statement(message, HEADER_BYTES + Buffer.byteLength(name) + 1)
-    if (name === '') return parse
-    // Kept beyond this message: a copy, not a view of a read buffer.
-    const kept = parse === message ? Buffer.from(parse) : parse
-    this.statements.set(name, kept)
-    this.server!.prepared.set(name, kept)
+    if (name !== '') this.statements.made(this.server!, name, parse, message)
     return parse
-  }
-
-  /** A Close of a named statement: the client has it no more, nor has the connection. */
-  private closeNamed(message: Buffer): void {
-    if (message[HEADER_BYTES] !== 0x53) return
-    const name = readCString(message, HEADER_BYTES + 1)?.text ?? ''
-    this.statements.delete(name)
-    this.server!.prepared.delete(name)
   }
 
   /** pgfence's own Close or Parse, whose completion the client must not see. */
   private inject(message: Buffer): void {
     this.expected.push(true)
     this.batch.push(message)
-  }
-
-  /** Another client's statement of this name on the connection is closed first. */
-  private closeForeign(name: string): void {
-    const server = this.server!
-    const theirs = server.prepared.get(name)
-    if (!theirs || theirs === this.statements.get(name)) return
-    this.inject(closeStatement(name))
-    server.prepared.delete(name)
-  }
-
-  /** A named statement the connection lacks (or holds another client's version of) is re-made. */
-  private ensurePrepared(name: string | undefined): void {
-    if (!name) return
-    const server = this.server!
-    const mine = this.statements.get(name)
-    const theirs = server.prepared.get(name)
-    if (theirs === mine) return
-    if (theirs && mine?.equals(theirs)) {
-      // Another client's Parse of the same bytes made the same statement: use it, and compare
-      // by identity from now on.
-      this.statements.set(name, theirs)
-      return
-    }
-    if (theirs) this.inject(closeStatement(name))
-    server.prepared.delete(name)
-    if (!mine) return
-    this.inject(mine)
-    server.prepared.set(name, mine)
   }
 
   /** The Query or Parse to send: refused, or rewritten for fencing; its effects noted. */
@@ -404,10 +365,8 @@ export class TransactionSession {
     const effects = statementEffects(bytes.toString(encodingOf(bytes)))
     this.touched ||= effects.touchesSettings
     // SQL PREPARE shares the protocol's namespace: another client's statement of the name goes.
-    if (effects.prepares) this.closeForeign(effects.prepares)
-    if (effects.forgets === 'all') this.statements.clear()
-    else if (effects.forgets) this.statements.delete(effects.forgets)
-    if (effects.forgets) this.server!.prepared.clear()
+    if (effects.prepares) this.statements.closeForeign(this.server!, effects.prepares)
+    this.statements.forget(this.server!, effects.forgets)
     if (effects.refused)
       return this.replaceText(message, textAt, end, refusalStatement(effects.refused))
     const rewriter = this.options.live.current.rewriter
@@ -605,11 +564,11 @@ export class TransactionSession {
     const type = message[0]
     let out = message
     if (type === Frontend.Query) out = this.statement(message, HEADER_BYTES)
-    else if (type === Frontend.Close) this.closeNamed(message)
+    else if (type === Frontend.Close) this.statements.closed(this.server!, message)
     else if (type === Frontend.Parse) {
       const name = readCString(message, HEADER_BYTES)?.text ?? ''
       // A name the client has already: PostgreSQL refuses it, as it would without pooling.
-      out = this.statements.has(name) ? message : this.parse(message, name)
+      out = this.statements.parses.has(name) ? message : this.parse(message, name)
     }
     // Settings are read back when the connection goes back: at the end of this transaction.
     if (this.touched) {
