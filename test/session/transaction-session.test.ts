@@ -111,13 +111,22 @@ class FakeServer {
           const text = body.toString('utf8', 0, body.length - 1)
           fake.received.push(`Q:${text}`)
           reply(...answer(text), readyForQuery(status))
-        } else if (type === 'S') {
-          fake.received.push('S')
-          reply(readyForQuery(status))
-        } else fake.received.push(type)
+        } else {
+          fake.received.push(type)
+          reply(...(type === 'S' ? [readyForQuery(status)] : extended(type)))
+        }
       }
     })
   }
+}
+
+/** The server's answer to a message of the extended protocol (empty: none, or Sync's). */
+const extended = (type: string): Buffer[] => {
+  if (type === 'P') return [backend('1', Buffer.alloc(0))]
+  if (type === 'B') return [backend('2', Buffer.alloc(0))]
+  if (type === 'C') return [backend('3', Buffer.alloc(0))]
+  if (type === 'E') return [commandComplete('SELECT 0')]
+  return []
 }
 
 /** The test's client, already logged in: it sends raw messages and reads raw replies. */
@@ -135,8 +144,13 @@ class FakeClient {
   }
 
   /** Sends a simple Query and returns the messages up to its ReadyForQuery. */
-  async query(text: string): Promise<BackendMessage[]> {
-    this.socket.write(serialize.query(text))
+  query(text: string): Promise<BackendMessage[]> {
+    return this.exchange(serialize.query(text), text)
+  }
+
+  /** Sends `bytes` and returns the messages up to the next ReadyForQuery. */
+  async exchange(bytes: Buffer, text: string): Promise<BackendMessage[]> {
+    this.socket.write(bytes)
     let messages: BackendMessage[] = []
     await until(() => {
       messages = backendMessages(this.received)
@@ -164,6 +178,8 @@ const statusOf = (messages: BackendMessage[]) => messages.at(-1)!.body.toString(
 interface Harness {
   fake: FakeServer
   pool: Pool
+  /** The server connections the pool opened, in order. */
+  servers: ServerConnection[]
   session: TransactionSession
   client: FakeClient
 }
@@ -184,8 +200,18 @@ async function harness(): Promise<Harness> {
   )
   const logger = createLogger('silent')
   const poolConfig = { ...config.pool, mode: 'transaction' as const, size: 1 }
-  const open = (credentials: object) =>
-    ServerConnection.open(node, config.tcpKeepalive, 'app', 'appdb', credentials)
+  const servers: ServerConnection[] = []
+  const open = async (credentials: object) => {
+    const server = await ServerConnection.open(
+      node,
+      config.tcpKeepalive,
+      'app',
+      'appdb',
+      credentials,
+    )
+    servers.push(server)
+    return server
+  }
   const pool = new Pool(() => poolConfig, open, logger, { waited() {}, timedOut() {} })
   pool.useCredentials({ password: 'unused' })
   let session: TransactionSession | null = null
@@ -215,7 +241,7 @@ async function harness(): Promise<Harness> {
     pool.close()
     fake.close()
   })
-  return { fake, pool, session: session!, client }
+  return { fake, pool, servers, session: session!, client }
 }
 
 const phaseOf = (session: TransactionSession): TransactionPhase => session.phase
@@ -311,6 +337,30 @@ describe('transaction session phases, against a fake server', () => {
     expect(readBack).toMatch(
       /^Q:SELECT pg_catalog\.current_setting\('application_name', true\); RESET ALL$/,
     )
+  })
+
+  test('a named statement is prepared again on a connection that lacks it', async () => {
+    const { fake, servers, session, client } = await harness()
+    const bind = Buffer.concat([
+      serialize.bind({ statement: 's1' }),
+      serialize.execute({}),
+      serialize.sync(),
+    ])
+    const first = await client.exchange(
+      Buffer.concat([serialize.parse({ name: 's1', text: 'SELECT 1', types: [] }), bind]),
+      'Parse, Bind, Execute, Sync',
+    )
+    expect(types(first)).toBe('12CZ')
+    await until(() => phaseOf(session) === 'idle', 'the release')
+
+    // The idle connection dies: the next transaction gets a new one, without s1.
+    fake.backends[0]!.socket.destroy()
+    await until(() => !servers[0]!.alive, 'the dead connection')
+    const second = await client.exchange(bind, 'Bind, Execute, Sync')
+    // pgfence's own Parse went first; its ParseComplete is not the client's.
+    expect(types(second)).toBe('2CZ')
+    expect(fake.backends).toHaveLength(2)
+    expect(fake.backends[1]!.received).toEqual(['startup', 'P', 'B', 'E', 'S'])
   })
 
   test('an illegal transition is refused', () => {
