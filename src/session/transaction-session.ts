@@ -68,6 +68,9 @@ type Expected = boolean | 'sync'
  * prepared statements are prepared again on a connection that lacks them. While it keeps a
  * connection, the native relay carries its bytes and hands over only what pooling must see:
  * statements with a word of the pooling rules, named Parse and Close, fenced writes.
+ *
+ * Here: the session's phase (transaction-phase.ts) and when each step happens. The settings
+ * are in settings-replay.ts, the statements in statement-repreparation.ts.
  */
 export class TransactionSession {
   readonly closed: Promise<void>
