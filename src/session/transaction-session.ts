@@ -2,14 +2,12 @@ import type { ClientConnection } from '../client/client-connection.js'
 import type { Logger } from '../log.js'
 import type { Pool } from '../pool/pool.js'
 import type { ServerConnection } from '../pool/server-connection.js'
-import { settingsStatement } from '../pool/startup-settings.js'
 import { statementEffects } from '../pool/transaction-rules.js'
-import { quoteLiteral } from '../rewrite/sql-text.js'
 import { maintenanceNeedle as maintenanceSetting } from '../rewrite/statement-marker.js'
-import { readBackendKey, type BackendKey } from '../wire/backend-key.js'
+import type { BackendKey } from '../wire/backend-key.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageFramer } from '../wire/message-framer.js'
-import { backendKeyData, query, readCString, typedMessage } from '../wire/messages.js'
+import { query, readCString, typedMessage } from '../wire/messages.js'
 import {
   Backend,
   Frontend,
@@ -30,6 +28,9 @@ import {
   type OnRejection,
 } from '../fencing/server-notices.js'
 import type { SessionState } from './session.js'
+import { nextPhase, type TransactionPhase } from './transaction-phase.js'
+import { readBackSettings, replayStatement } from './settings-replay.js'
+import { ClientStatements, closeStatement } from './statement-repreparation.js'
 import { encodingOf, interceptStatement } from '../relay/statement-interceptor.js'
 import { readableRefusal, refusalStatement } from '../pool/transaction-pool-refusals.js'
 
@@ -61,16 +62,6 @@ const NOTHING = Buffer.alloc(0)
 /** An expected ParseComplete/CloseComplete (true: pgfence's own, dropped), or a Sync. */
 type Expected = boolean | 'sync'
 
-/** Whether a connection already has exactly the client's settings (then nothing is replayed). */
-function sameSettings(server: Map<string, string>, client: Map<string, string>): boolean {
-  if (server.size !== client.size) return false
-  for (const [name, value] of client) if (server.get(name) !== value) return false
-  return true
-}
-
-const closeStatement = (name: string) =>
-  typedMessage(Frontend.Close, Buffer.from([STATEMENT_TARGET]), Buffer.from(`${name}\0`, 'utf8'))
-
 /**
  * Transaction pooling: the client takes a server connection with its first message after
  * ReadyForQuery 'I'. At the next ReadyForQuery 'I' with nothing in flight it gives it back, or,
@@ -81,15 +72,16 @@ const closeStatement = (name: string) =>
  * prepared statements are prepared again on a connection that lacks them. While it keeps a
  * connection, the native relay carries its bytes and hands over only what pooling must see:
  * statements with a word of the pooling rules, named Parse and Close, fenced writes.
+ *
+ * Here: the session's phase (transaction-phase.ts) and when each step happens. The settings
+ * are in settings-replay.ts, the statements in statement-repreparation.ts.
  */
 export class TransactionSession {
   readonly closed: Promise<void>
   private markClosed!: () => void
-  private ended = false
+  private current: TransactionPhase = 'idle'
+  /** The connection held: set exactly while the phase is active. */
   private server: ServerConnection | null = null
-  private checkingOut = false
-  /** Settings are being read back from the last connection: the next one waits for them. */
-  private settling = false
   /** Copies of messages that arrived while no server connection was held. */
   private readonly waiting: Buffer[] = []
   /**
@@ -101,8 +93,9 @@ export class TransactionSession {
   private swallowReady = 0
   private expected: Expected[] = []
   private touched = false
-  private readonly statements = new Map<string, Buffer>()
+  private readonly statements = new ClientStatements((message) => this.inject(message))
   private readonly settings: Map<string, string>
+  /** Settings read back from the last connection (phase settling): the next one waits for them. */
   private settled: Promise<void> = Promise.resolve()
   /** A server message split across reads (a copy: the read buffer is reused). */
   private serverBuffered = NOTHING
@@ -134,7 +127,7 @@ export class TransactionSession {
     this.maintenance = new MaintenanceLog(options.logger, new Map(options.settings))
     this.kept = new KeptConnectionRelay({
       client: this.client,
-      statements: this.statements,
+      statements: this.statements.parses,
       live: options.live,
       requests: this.requests,
       maintenance: this.maintenance,
@@ -151,6 +144,19 @@ export class TransactionSession {
       options.live.current.config.limits.maxMessageBytes,
       FRONTEND_TYPES,
     )
+  }
+
+  get phase(): TransactionPhase {
+    return this.current
+  }
+
+  /** A method, not a field test: the session may end inside a call made after a test. */
+  private ended(): boolean {
+    return this.current === 'closed'
+  }
+
+  private moveTo(phase: TransactionPhase): void {
+    this.current = nextPhase(this.current, phase)
   }
 
   start(leftover: Buffer): void {
@@ -170,7 +176,7 @@ export class TransactionSession {
    * clock); null between transactions and while it waits for one (pool.waitTimeoutMs then).
    */
   progress(): RequestProgress | null {
-    if (this.ended || !this.server) return null
+    if (this.current !== 'active') return null
     return this.kept.progress() ?? this.requests.snapshot()
   }
 
@@ -179,7 +185,7 @@ export class TransactionSession {
     const transactions = this.transactions + this.kept.transactions
     const idle = native
       ? native.outstanding === 0 && native.status === 'I'
-      : !this.checkingOut &&
+      : this.current !== 'waiting' &&
         this.outstanding === 0 &&
         this.waiting.length === 0 &&
         (!this.server || this.requests.atRest)
@@ -210,13 +216,13 @@ export class TransactionSession {
    * not end the wait either.
    */
   async cut(reason: CutReason): Promise<void> {
-    if (this.ended) return
+    if (this.ended()) return
     const progress = this.progress()
     const error = cutError(reason, progress)
     this.options.logger.warn({ reason, code: error.code, ...progress }, 'ending session')
     const server = this.server
     const busy = server !== null && progress !== null && progress.outstanding > 0
-    const key = busy ? readBackendKey(backendKeyData(server.backendKey)) : null
+    const key = busy ? server.backendKey : null
     const { cancelBackend, commitsMayWait } = this.options
     const cancelled = key
       ? cancelUnlessCommitting(
@@ -240,17 +246,17 @@ export class TransactionSession {
 
   /** One whole client message: a view valid only until the chunk it came in is framed. */
   private fromClient(message: Buffer): void {
-    if (this.ended) return
+    if (this.ended()) return
     if (message[0] === Frontend.Terminate) return this.finish()
     this.requests.clientMessage(message, 0, message.length)
     if (observedTypes.has(message[0]!)) {
-      const idle = !this.checkingOut && idleBefore(message, this.requests.snapshot())
+      const idle = this.current !== 'waiting' && idleBefore(message, this.requests.snapshot())
       this.maintenance.observe(message, idle)
     }
-    if (!this.server && !this.checkingOut && !this.settling) this.checkoutIdle()
-    if (this.server && !this.checkingOut) return this.send(message)
+    if (this.current === 'idle') this.checkoutIdle()
+    if (this.current === 'active') return this.send(message)
     this.waiting.push(Buffer.from(message))
-    if (!this.checkingOut) void this.checkout()
+    if (this.current !== 'waiting') void this.checkout()
   }
 
   /** Takes an idle connection at once when the pool has one (no promise on the common path). */
@@ -260,7 +266,7 @@ export class TransactionSession {
   }
 
   private async checkout(): Promise<void> {
-    this.checkingOut = true
+    this.moveTo('waiting')
     let server: ServerConnection
     try {
       await this.settled
@@ -268,34 +274,24 @@ export class TransactionSession {
     } catch (err) {
       return this.fail(err instanceof PgError ? err : new PgError('08006', String(err)))
     }
-    if (this.ended) return this.options.pool.checkin(server)
+    if (this.ended()) return this.options.pool.checkin(server)
     this.hold(server)
-    this.checkingOut = false
     for (const message of this.waiting.splice(0)) this.send(message)
     this.flush()
   }
 
   private hold(server: ServerConnection): void {
+    this.moveTo('active')
     this.server = this.options.held.server = server
     this.giveBackWanted = false
     // The query timeout counts from here: waiting for the connection has a timeout of its own.
     this.requests.serverBytes()
     server.attach(this.onServerBytes, this.serverClosed)
-    const replay = this.replayStatement(server)
+    const replay = replayStatement(server, this.settings)
     if (replay) {
       this.swallowReady++
       this.batch.push(query(replay))
     }
-  }
-
-  /** Brings the connection's settings to the client's (RESET ALL when it has others). */
-  private replayStatement(server: ServerConnection): string | null {
-    if (sameSettings(server.settings, this.settings)) return null
-    const foreign = [...server.settings].some(([name]) => !this.settings.has(name))
-    const set = settingsStatement([...this.settings], foreign ? new Map() : server.settings)
-    server.settings = new Map(this.settings)
-    if (!foreign) return set
-    return set ? `RESET ALL; ${set}` : 'RESET ALL'
   }
 
   /** Writes the batch to the held connection, copied once (its views are of a reused buffer). */
@@ -325,16 +321,20 @@ export class TransactionSession {
       }
       case Frontend.Bind: {
         const portal = readCString(message, 5)
-        this.ensurePrepared(portal ? readCString(message, portal.next)?.text : undefined)
+        this.statements.ensurePrepared(
+          server,
+          portal ? readCString(message, portal.next)?.text : undefined,
+        )
         this.batch.push(message)
         break
       }
       case Frontend.Describe:
-        if (message[5] === STATEMENT_TARGET) this.ensurePrepared(readCString(message, 6)?.text)
+        if (message[5] === STATEMENT_TARGET)
+          this.statements.ensurePrepared(server, readCString(message, 6)?.text)
         this.batch.push(message)
         break
       case Frontend.Close:
-        this.closeNamed(message)
+        this.statements.closed(server, message)
         this.expected.push(false)
         this.batch.push(message)
         break
@@ -355,55 +355,14 @@ export class TransactionSession {
    */
   private parse(message: Buffer, name: string): Buffer {
     const parse = this.statement(message, HEADER_BYTES + Buffer.byteLength(name) + 1)
-    if (name === '') return parse
-    // Kept beyond this message: a copy, not a view of a read buffer.
-    const kept = parse === message ? Buffer.from(parse) : parse
-    this.statements.set(name, kept)
-    this.server!.prepared.set(name, kept)
+    if (name !== '') this.statements.made(this.server!, name, parse, message)
     return parse
-  }
-
-  /** A Close of a named statement: the client has it no more, nor has the connection. */
-  private closeNamed(message: Buffer): void {
-    if (message[HEADER_BYTES] !== STATEMENT_TARGET) return
-    const name = readCString(message, HEADER_BYTES + 1)?.text ?? ''
-    this.statements.delete(name)
-    this.server!.prepared.delete(name)
   }
 
   /** pgfence's own Close or Parse, whose completion the client must not see. */
   private inject(message: Buffer): void {
     this.expected.push(true)
     this.batch.push(message)
-  }
-
-  /** Another client's statement of this name on the connection is closed first. */
-  private closeForeign(name: string): void {
-    const server = this.server!
-    const theirs = server.prepared.get(name)
-    if (!theirs || theirs === this.statements.get(name)) return
-    this.inject(closeStatement(name))
-    server.prepared.delete(name)
-  }
-
-  /** A named statement the connection lacks (or holds another client's version of) is re-made. */
-  private ensurePrepared(name: string | undefined): void {
-    if (!name) return
-    const server = this.server!
-    const mine = this.statements.get(name)
-    const theirs = server.prepared.get(name)
-    if (theirs === mine) return
-    if (theirs && mine?.equals(theirs)) {
-      // Another client's Parse of the same bytes made the same statement: use it, and compare
-      // by identity from now on.
-      this.statements.set(name, theirs)
-      return
-    }
-    if (theirs) this.inject(closeStatement(name))
-    server.prepared.delete(name)
-    if (!mine) return
-    this.inject(mine)
-    server.prepared.set(name, mine)
   }
 
   /** The Query or Parse to send: refused, or rewritten for fencing; its effects noted. */
@@ -413,10 +372,8 @@ export class TransactionSession {
     const effects = statementEffects(bytes.toString(encodingOf(bytes)))
     this.touched ||= effects.touchesSettings
     // SQL PREPARE shares the protocol's namespace: another client's statement of the name goes.
-    if (effects.prepares) this.closeForeign(effects.prepares)
-    if (effects.forgets === 'all') this.statements.clear()
-    else if (effects.forgets) this.statements.delete(effects.forgets)
-    if (effects.forgets) this.server!.prepared.clear()
+    if (effects.prepares) this.statements.closeForeign(this.server!, effects.prepares)
+    this.statements.forget(this.server!, effects.forgets)
     if (effects.refused)
       return this.replaceText(message, textAt, end, refusalStatement(effects.refused))
     const rewriter = this.options.live.current.rewriter
@@ -437,7 +394,7 @@ export class TransactionSession {
   private readonly onServerBytes = (chunk: Buffer): boolean => this.fromServer(chunk)
 
   private fromServer(chunk: Buffer): boolean {
-    if (this.ended) return true
+    if (this.ended()) return true
     this.requests.serverBytes()
     const buffered = this.serverBuffered.length
       ? Buffer.concat([this.serverBuffered, chunk])
@@ -456,7 +413,7 @@ export class TransactionSession {
       const relayed = this.relayed(message)
       this.dropCompletion = message[0] === Backend.NoticeResponse && relayed !== message
       out.push(relayed)
-      if (this.ended) return true
+      if (this.ended()) return true
       // Between transactions, unless the client has already begun the next (Parse ... Flush).
       if (message[0] === Backend.ReadyForQuery && this.outstanding === 0 && this.requests.atRest)
         release = true
@@ -544,7 +501,6 @@ export class TransactionSession {
       this.waiting.length === 0 &&
       this.batch.length === 0 &&
       this.serverBuffered.length === 0 &&
-      !this.settling &&
       this.framer.atBoundary() &&
       this.requests.atRest
     )
@@ -552,7 +508,7 @@ export class TransactionSession {
 
   /** A client waits for a connection: the kept one goes back now if idle, else when it is. */
   private readonly giveBack = (): void => {
-    if (!this.server || this.checkingOut || this.ended) return
+    if (this.current !== 'active') return
     this.giveBackWanted = true
     if (this.kept.active ? this.kept.closeWhenIdle() && this.kept.takeBack() : this.atRest())
       this.releaseServer()
@@ -566,29 +522,24 @@ export class TransactionSession {
     this.options.pool.unkeep(server)
     server.detach()
     if (!this.touched) {
+      this.moveTo('idle')
       this.options.pool.checkin(server)
     } else {
       this.touched = false
-      this.settling = true
-      this.settled = this.readSettings(server).finally(() => (this.settling = false))
+      this.moveTo('settling')
+      this.settled = this.readSettings(server).finally(() => {
+        if (this.current === 'settling') this.moveTo('idle')
+      })
     }
     if (this.closingWhenIdle && this.waiting.length === 0)
       return this.terminate(this.closingWhenIdle)
-    if (this.waiting.length > 0 && !this.checkingOut) void this.checkout()
+    if (this.waiting.length > 0 && this.current !== 'waiting') void this.checkout()
   }
 
-  /** Reads the tracked settings as PostgreSQL left them, then RESET ALL for the next client. */
+  /** Reads the tracked settings back (settings-replay.ts); the connection goes back reset. */
   private async readSettings(server: ServerConnection): Promise<void> {
-    const names = this.options.trackedSettings()
-    const columns = names.map((name) => `pg_catalog.current_setting(${quoteLiteral(name)}, true)`)
     try {
-      const [row] = await server.rows(`SELECT ${columns.join(', ')}; RESET ALL`)
-      names.forEach((name, i) => {
-        const value = row?.[i] ?? ''
-        if (value === '') this.settings.delete(name)
-        else this.settings.set(name, value)
-      })
-      server.settings = new Map()
+      await readBackSettings(server, this.options.trackedSettings(), this.settings)
       this.options.pool.checkin(server)
     } catch (err) {
       this.options.logger.warn({ err: (err as Error).message }, 'could not read session settings')
@@ -609,9 +560,8 @@ export class TransactionSession {
 
   /** The kept connection goes to the native relay once the JavaScript relay is at rest. */
   private readonly relayKept = (): void => {
-    const server = this.server
-    if (!server || this.ended || this.checkingOut || !this.atRest()) return
-    this.kept.relay(server)
+    if (this.current !== 'active' || !this.atRest()) return
+    this.kept.relay(this.server!)
   }
 
   /**
@@ -622,11 +572,11 @@ export class TransactionSession {
     const type = message[0]
     let out = message
     if (type === Frontend.Query) out = this.statement(message, HEADER_BYTES)
-    else if (type === Frontend.Close) this.closeNamed(message)
+    else if (type === Frontend.Close) this.statements.closed(this.server!, message)
     else if (type === Frontend.Parse) {
       const name = readCString(message, HEADER_BYTES)?.text ?? ''
       // A name the client has already: PostgreSQL refuses it, as it would without pooling.
-      out = this.statements.has(name) ? message : this.parse(message, name)
+      out = this.statements.parses.has(name) ? message : this.parse(message, name)
     }
     // Settings are read back when the connection goes back: at the end of this transaction.
     if (this.touched) {
@@ -651,8 +601,8 @@ export class TransactionSession {
    * backend may still be running the client's statement).
    */
   private finish(reusable = true): void {
-    if (this.ended) return
-    this.ended = true
+    if (this.ended()) return
+    this.moveTo('closed')
     if (this.kept.active) this.kept.takeBack()
     const server = this.server
     if (server) {
