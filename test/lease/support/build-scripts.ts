@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { join } from 'node:path'
 import { build } from 'vite'
@@ -9,15 +9,12 @@ const repoRoot = fileURLToPath(new URL('../../..', import.meta.url))
 /**
  * Compiles TypeScript entry points into runnable ES modules for child processes, as `tsc` would
  * for the published package. The output sits under node_modules so bare imports (ioredis, pg)
- * resolve to the installed packages.
+ * resolve to the installed packages, and two levels under a link to `src`, as `dist/schema`
+ * is in the package, so that the schema's SQL files are found (src/schema/sql-file.ts).
  */
 export async function buildScripts(entries: Record<string, string>) {
-  const outDir = join(
-    repoRoot,
-    'node_modules',
-    '.cache',
-    `pgfence-${randomBytes(4).toString('hex')}`,
-  )
+  const root = join(repoRoot, 'node_modules', '.cache', `pgfence-${randomBytes(4).toString('hex')}`)
+  const outDir = join(root, 'dist', 'scripts')
   await build({
     configFile: false,
     logLevel: 'silent',
@@ -37,8 +34,10 @@ export async function buildScripts(entries: Record<string, string>) {
   })
   mkdirSync(outDir, { recursive: true })
   writeFileSync(join(outDir, 'package.json'), '{ "type": "module" }\n')
+  symlinkSync(join(repoRoot, 'src'), join(root, 'src'))
   return {
     path: (name: string) => join(outDir, `${name}.js`),
-    remove: () => rmSync(outDir, { recursive: true, force: true }),
+    // Removes the link, never what it points to.
+    remove: () => rmSync(root, { recursive: true, force: true }),
   }
 }
