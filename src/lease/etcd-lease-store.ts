@@ -21,6 +21,9 @@ interface HeldKey {
 export class EtcdLeaseStore implements LeaseStore {
   readonly name = 'the lease store (etcd)'
   private readonly held = new Map<string, HeldKey>()
+  private readonly etcd = import('etcd3')
+  /** The connection error of the last take that failed for want of a connection. */
+  private connectionError: Error | undefined
 
   private constructor(
     private readonly client: Promise<Etcd3>,
@@ -44,7 +47,30 @@ export class EtcdLeaseStore implements LeaseStore {
     return this.keyPrefix + resource
   }
 
+  /**
+   * After a few connection failures in a row etcd3 stops calling the host for a while (its
+   * circuit breaker) and fails with an error of its own that only says so: then the connection
+   * error that opened the breaker is the reason given.
+   */
   async take(resource: string, owner: string, ttlMs: number): Promise<TakenLease | null> {
+    const { isRecoverableError, GRPCGenericError, EtcdError } = await this.etcd
+    try {
+      const taken = await this.tryTake(resource, owner, ttlMs)
+      this.connectionError = undefined
+      return taken
+    } catch (err) {
+      if (!(err instanceof Error)) throw err
+      if (isRecoverableError(err)) this.connectionError = err
+      const fromEtcd = err instanceof GRPCGenericError || err instanceof EtcdError
+      throw fromEtcd ? err : (this.connectionError ?? err)
+    }
+  }
+
+  private async tryTake(
+    resource: string,
+    owner: string,
+    ttlMs: number,
+  ): Promise<TakenLease | null> {
     const client = await this.client
     const key = this.keyOf(resource)
     const lease = client.lease(etcdTtlSeconds(ttlMs), { autoKeepAlive: false, ...within(ttlMs) })
