@@ -4,7 +4,7 @@ import { answerWithin } from './answer-within.js'
 import { LeaseLostError, type LeaseEndReason } from './errors.js'
 import type { LeaseStore } from './lease-store.js'
 import { validityMs } from './validity.js'
-import { tokenTimeline } from '../schema/token-source.js'
+import { tokenTimeline } from '../schema/token-layout.js'
 
 /** Anything that runs SQL text: pg.Client, pg.Pool, pg.PoolClient and the like. */
 export interface Queryable {

@@ -1,6 +1,6 @@
 import { refusalLiterals } from './refusal-literals.js'
 import { sqlFile } from './sql-file.js'
-import { EPOCH_TAG } from './token-source.js'
+import { EPOCH_TAG } from './token-layout.js'
 
 /**
  * The PL/pgSQL helpers (sql/helpers.sql) that the fence triggers, the resource gates and the

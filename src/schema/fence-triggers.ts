@@ -3,7 +3,7 @@ import { defaultTokenSetting } from '../config/schema.js'
 import { quoteLiteral } from '../rewrite/sql-text.js'
 import { refusalLiterals } from './refusal-literals.js'
 import { sqlFile } from './sql-file.js'
-import { EPOCH_TAG } from './token-source.js'
+import { EPOCH_TAG } from './token-layout.js'
 import { triggerNameValues } from './trigger-names.js'
 
 /** The role whose members (and superusers) may write fenced tables with maintenance on. */

@@ -1,15 +1,6 @@
 import { refusalLiterals } from './refusal-literals.js'
 import { sqlFile } from './sql-file.js'
-
-/** Set in every token next_token() issues: the tokens that carry the timeline they were issued on. */
-export const EPOCH_TAG = 2n ** 62n
-/** The sequence's share of a token: its low 40 bits; the timeline sits above them. */
-const SEQUENCE_BITS = 40n
-const SEQUENCE_SPAN = 2n ** SEQUENCE_BITS
-
-/** The timeline a token of next_token() was issued on (null: a token from another issuer). */
-export const tokenTimeline = (token: bigint): number | null =>
-  token >= EPOCH_TAG ? Number((token - EPOCH_TAG) >> SEQUENCE_BITS) : null
+import { EPOCH_TAG, SEQUENCE_SPAN } from './token-layout.js'
 
 /**
  * The fencing-token source: one sequence for every resource, so tokens strictly increase across

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { LeaseLostError, LeaseManager } from '../../src/lease/index.js'
-import { tokenTimeline } from '../../src/schema/token-source.js'
+import { tokenTimeline } from '../../src/schema/token-layout.js'
 import { waitFor } from '../e2e/support/wait.js'
 import { fencingConfig, installFencing } from '../fence/support.js'
 import { queryOnce } from '../support/database.js'

@@ -1,6 +1,6 @@
 import pg from 'pg'
 import { afterAll, beforeAll, expect, test } from 'vitest'
-import { tokenTimeline } from '../../src/schema/token-source.js'
+import { tokenTimeline } from '../../src/schema/token-layout.js'
 import { waitFor } from '../e2e/support/wait.js'
 import { invoicesSql } from '../fence/support.js'
 import { capture } from '../support/capture.js'
