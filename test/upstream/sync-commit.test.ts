@@ -92,6 +92,20 @@ const waitEventOf = async (pid: number): Promise<string | null> =>
 const rowsWith = async (url: string, id: number): Promise<number> =>
   (await queryOnce(url, `SELECT count(*)::int AS n FROM t WHERE id = ${id}`)).rows[0].n
 
+/**
+ * The COMMIT of backend `pid` (row `id`) was not cancelled: still waiting, so not yet visible
+ * to anyone (a cancel would have made it visible), and it finishes on its own once the standby
+ * has it.
+ */
+async function expectCommitLeftToFinish(pid: number, id: number): Promise<void> {
+  expect(await waitEventOf(pid)).toBe('SyncRep')
+  expect(await rowsWith(pair.primary.url, id)).toBe(0)
+  await standby('*')
+  expect(await rowsWith(pair.primary.url, id)).toBe(1)
+  expect(await rowsWith(pair.standby.url, id)).toBe(1)
+  expect(pair.primary.log()).not.toContain(`[${pid}] WARNING:  canceling`)
+}
+
 type Failure = Error & { code?: string; severity?: string }
 
 const failureOf = (promise: Promise<unknown>): Promise<Failure | null> =>
@@ -231,14 +245,7 @@ describe.each(modes)('$name', ({ overrides }) => {
         () => logged.filter((line) => line.reason === 'queryTimeout').length > cutsBefore,
         { what: 'the session cut' },
       )
-      // Still waiting, so not yet visible to anyone: a cancel would have made it visible.
-      expect(await waitEventOf(pid)).toBe('SyncRep')
-      expect(await rowsWith(pair.primary.url, id)).toBe(0)
-      // The COMMIT finishes on its own once the standby has it.
-      await standby('*')
-      expect(await rowsWith(pair.primary.url, id)).toBe(1)
-      expect(await rowsWith(pair.standby.url, id)).toBe(1)
-      expect(pair.primary.log()).not.toContain(`[${pid}] WARNING:  canceling`)
+      await expectCommitLeftToFinish(pid, id)
     } finally {
       await standby('*')
       await client.end().catch(() => {})
@@ -260,12 +267,7 @@ test('shutdown: a COMMIT waiting for the standby is answered 08007 and not cance
     const pid = await waitingBackend()
     await proxy.close()
     expect((await commit)?.code).toBe('08007')
-    expect(await waitEventOf(pid)).toBe('SyncRep')
-    expect(await rowsWith(pair.primary.url, id)).toBe(0)
-    await standby('*')
-    expect(await rowsWith(pair.primary.url, id)).toBe(1)
-    expect(await rowsWith(pair.standby.url, id)).toBe(1)
-    expect(pair.primary.log()).not.toContain(`[${pid}] WARNING:  canceling`)
+    await expectCommitLeftToFinish(pid, id)
   } finally {
     await standby('*')
     await client.end().catch(() => {})
