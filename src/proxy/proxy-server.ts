@@ -15,7 +15,7 @@ import { watchSessionTimeouts } from '../session/session-timeouts.js'
 import { settingsForDatabase, type SettingsOptions } from '../fencing/live-settings.js'
 import { LiveConfig } from './live-config.js'
 import { SessionRegistry, type RegisteredSession } from '../session/session-registry.js'
-import { consoleCommands } from './admin-view.js'
+import { consoleCommands } from '../admin/console-commands.js'
 import { listenAll, type Listeners } from './listeners.js'
 import { ProxyMetrics } from '../admin/metrics.js'
 import { startAdminHttp, type AdminHttpServer } from '../admin/http-server.js'
@@ -24,9 +24,9 @@ import { upstreamAccepts } from '../server/upstream-probe.js'
 import { commitsMayWait, connectToPrimary, followUpstream } from '../upstream/primary-tracker.js'
 import type { UpstreamNode } from '../upstream/upstream-node.js'
 import { followFailovers } from '../session/failover.js'
-import { ChurnCollector } from './churn-collector.js'
+import { ChurnCollector } from '../session/churn-collector.js'
 import { createPooling } from './pooling.js'
-import { serverStates } from './pool-view.js'
+import { serverStates } from '../admin/pool-view.js'
 import { lendServer, startPooledClient } from '../session/pooled-startup.js'
 import { startTransactionSession } from '../session/transaction-session.js'
 
@@ -101,7 +101,7 @@ export async function startProxy(
   const pooling = createPooling(live, upstream, logger, (database, user) =>
     metrics.poolObserver(database, user),
   )
-  followFailovers(upstream, registry, pooling?.pools ?? null, metrics, logger)
+  followFailovers(upstream, registry, pooling?.pools ?? null, () => metrics.failover(), logger)
 
   async function serve(accepted: ClientConnection, conn: AcceptedClient): Promise<void> {
     const raw = accepted.socket

@@ -1,3 +1,4 @@
+import { inheritanceWalk } from './inheritance-walk.js'
 import { refusalLiterals } from './refusal-literals.js'
 import { sqlFile } from './sql-file.js'
 import { EPOCH_TAG } from './token-layout.js'
@@ -7,4 +8,8 @@ import { EPOCH_TAG } from './token-layout.js'
  * proxy's own compare-and-raise (for tables without their trigger, fence-rewrite.ts) call, with
  * pgfence.inheritance_tree, the one walk of a table's partitions and inheritance children.
  */
-export const fenceHelpersSql = sqlFile('helpers', { ...refusalLiterals, epoch_tag: EPOCH_TAG })
+export const fenceHelpersSql = sqlFile('helpers', {
+  ...refusalLiterals,
+  epoch_tag: EPOCH_TAG,
+  inheritance_walk: inheritanceWalk('pg_catalog.unnest(roots) AS r'),
+})

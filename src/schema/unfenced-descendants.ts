@@ -1,6 +1,7 @@
 import type { FencingConfig } from '../config/schema.js'
 import { qualifiedName, quoteIdent, quoteLiteral } from '../rewrite/sql-text.js'
 import { fencedTables, resourceTables, type UnresolvedName } from '../rewrite/tables.js'
+import { inheritanceWalk } from './inheritance-walk.js'
 import type { ConfiguredName } from './resolve-tables.js'
 import { resourceGateTriggers, rowFenceTriggers, sqlArray } from './trigger-names.js'
 
@@ -28,19 +29,16 @@ export function unfencedDescendantsSql(fencing: FencingConfig): string | null {
         `(${ord}, ${quoteLiteral(qualifiedName(table.schema, table.name))}, ${sqlArray(triggers)})`,
     )
   if (wanted.length === 0) return null
-  // Its own walk of the trees, not pgfence.inheritance_tree: the check runs in databases of any
-  // pgfence schema version, or none (schema-version.ts), and must not fail there.
-  return `WITH RECURSIVE tree(ord, relid, triggers, depth, path) AS (
-  SELECT w.ord, pg_catalog.to_regclass(w.rel)::oid, w.triggers, 0, ARRAY[]::oid[]
+  // The walk of pgfence.inheritance_tree, run here rather than called: the check runs in
+  // databases of any pgfence schema version, or none (schema-version.ts), and must not fail there.
+  return `WITH RECURSIVE wanted(ord, relid, triggers) AS (
+  SELECT w.ord, pg_catalog.to_regclass(w.rel)::oid, w.triggers
     FROM (VALUES ${wanted.join(', ')}) AS w(ord, rel, triggers)
-  UNION ALL
-  SELECT t.ord, i.inhrelid, t.triggers, t.depth + 1, t.path || t.relid
-    FROM pg_catalog.pg_inherits i JOIN tree t ON i.inhparent = t.relid
-), unfenced AS (
-  SELECT t.ord, c.oid, c.relispartition, t.path, t.triggers
-    FROM tree t JOIN pg_catalog.pg_class c ON c.oid = t.relid
+), ${inheritanceWalk('(SELECT DISTINCT relid FROM wanted) AS s(r)')}, unfenced AS (
+  SELECT w.ord, c.oid, c.relispartition, t.path, w.triggers
+    FROM wanted w JOIN tree t ON t.root = w.relid JOIN pg_catalog.pg_class c ON c.oid = t.relid
    WHERE t.depth > 0
-     AND NOT t.triggers <@ ARRAY(SELECT g.tgname::text FROM pg_catalog.pg_trigger g WHERE g.tgrelid = c.oid)
+     AND NOT w.triggers <@ ARRAY(SELECT g.tgname::text FROM pg_catalog.pg_trigger g WHERE g.tgrelid = c.oid)
 ), listed AS (
   SELECT ord, oid AS relid, relispartition AS partition, NULL::text AS child FROM unfenced
   UNION ALL

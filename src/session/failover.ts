@@ -1,4 +1,3 @@
-import type { ProxyMetrics } from '../admin/metrics.js'
 import type { Logger } from '../log.js'
 import type { PoolRegistry } from '../pool/pool-registry.js'
 import type { Upstream } from '../upstream/primary-tracker.js'
@@ -15,7 +14,7 @@ export function followFailovers(
   upstream: Upstream,
   registry: SessionRegistry,
   pools: PoolRegistry | null,
-  metrics: ProxyMetrics,
+  countFailover: () => void,
   logger: Logger,
 ): void {
   /** The last node followed as the primary: A → none → A is no failover, A → none → B is. */
@@ -24,7 +23,7 @@ export function followFailovers(
     const failover = next !== null && last !== null && next !== last
     if (next) void logPrimary(upstream, next, last, failover, logger)
     else logger.error({ previous: previous?.name }, 'no upstream primary: new connections wait')
-    if (failover) metrics.failover()
+    if (failover) countFailover()
     if (next) last = next
     if (!previous) return
     for (const session of [...registry.on(previous)]) void session.cut('failover')

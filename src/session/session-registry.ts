@@ -1,5 +1,4 @@
 import type net from 'node:net'
-import type { ConsoleTable } from '../admin/console.js'
 import type { PgError } from '../wire/error-response.js'
 import type { SessionState } from './session.js'
 import type { TimedSession } from './session-timeouts.js'
@@ -77,37 +76,6 @@ export class SessionRegistry {
     return states
   }
 
-  clientRows(): ConsoleTable {
-    return {
-      columns: ['id', 'user', 'database', 'state', 'addr', 'connect_time', 'relay', 'transactions'],
-      rows: [...this.sessions].map(([session, entry]) => [
-        entry.id,
-        entry.user,
-        entry.database,
-        clientState(session),
-        entry.peer,
-        entry.connectedAt.toISOString(),
-        session.relayedNatively ? 'native' : 'node',
-        session.state().transactions,
-      ]),
-    }
-  }
-
-  serverRows(): ConsoleTable {
-    return {
-      columns: ['id', 'user', 'database', 'state', 'client_id', 'connect_time', 'host'],
-      rows: [...this.sessions].map(([session, entry]) => [
-        entry.id,
-        entry.user,
-        entry.database,
-        session.state().ready ? 'active' : 'login',
-        entry.id,
-        entry.connectedAt.toISOString(),
-        entry.serverNode()?.name ?? null,
-      ]),
-    }
-  }
-
   /** The sessions whose server connection is on `node`. */
   *on(node: UpstreamNode): Iterable<RegisteredSession> {
     for (const [session, entry] of this.sessions) if (entry.serverNode() === node) yield session
@@ -134,7 +102,10 @@ export interface PoolClients {
 
 export const poolKey = (database: string, user: string): string => `${database}\0${user}`
 
-function clientState(session: RegisteredSession): 'startup' | 'idle' | 'active' | 'in_transaction' {
+/** A session's state as metrics and the console's SHOW CLIENTS name it. */
+export function clientState(
+  session: RegisteredSession,
+): 'startup' | 'idle' | 'active' | 'in_transaction' {
   const state = session.state()
   if (!state.ready) return 'startup'
   if (state.idle) return 'idle'

@@ -11,12 +11,7 @@
 -- depth), with its root, its depth (0: the root) and the path from the root down to its parent.
 CREATE OR REPLACE FUNCTION pgfence.inheritance_tree(roots oid[])
 RETURNS TABLE (root oid, relid oid, depth int, path oid[]) LANGUAGE sql STABLE AS $fn$
-  WITH RECURSIVE tree(root, relid, depth, path) AS (
-    SELECT r, r, 0, ARRAY[]::oid[] FROM pg_catalog.unnest(roots) AS r
-    UNION ALL
-    SELECT t.root, i.inhrelid, t.depth + 1, t.path || t.relid
-      FROM pg_catalog.pg_inherits i JOIN tree t ON i.inhparent = t.relid
-  )
+  WITH RECURSIVE {{inheritance_walk}}
   SELECT tree.root, tree.relid, tree.depth, tree.path FROM tree
 $fn$;
 

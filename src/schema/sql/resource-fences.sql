@@ -39,7 +39,7 @@ DECLARE
   raw text := coalesce(comment_resource, pg_catalog.current_setting(setting, true));
 BEGIN
   IF coalesce(raw, '') = '' THEN
-    PERFORM pgfence.refuse('PF428', 'fencing resource required',
+    PERFORM pgfence.refuse('PF428', {{resource_required_message}},
       'no fencing resource was presented for a write to table ' || pgfence.relation_name(rel),
       'SET ' || setting || ' to the resource of the lock you hold, or pass it in a SQL comment',
       rel, NULL);
@@ -90,7 +90,7 @@ CREATE OR REPLACE FUNCTION pgfence.raise_fence(resource text, token bigint) RETU
 LANGUAGE plpgsql VOLATILE AS $fn$
 BEGIN
   IF coalesce(resource, '') = '' THEN
-    PERFORM pgfence.refuse('PF428', 'fencing resource required',
+    PERFORM pgfence.refuse('PF428', {{resource_required_message}},
       'pgfence.raise_fence was called without a resource name', 'pass the resource of your lock',
       NULL, NULL);
   END IF;

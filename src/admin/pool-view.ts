@@ -1,7 +1,7 @@
-import type { ConsoleTable } from '../admin/console.js'
 import type { PoolConfig } from '../config/schema.js'
 import type { NamedPoolStats } from '../pool/pool-registry.js'
 import { poolKey, type SessionRegistry } from '../session/session-registry.js'
+import type { ConsoleTable } from './console.js'
 
 /** PgBouncer's SHOW POOLS columns, less those of features pgfence has not (sv_used, sv_tested…). */
 const POOL_COLUMNS = [

@@ -1,11 +1,20 @@
-import type { ConsoleCommands, ConsoleTable, ConsoleValue, ShowSubject } from '../admin/console.js'
-import type { ProxyMetrics } from '../admin/metrics.js'
+import type { Config } from '../config/schema.js'
 import { parseTableName } from '../config/table-names.js'
+import type { CacheLookups } from '../fencing/live-settings.js'
 import { FENCING_CODES } from '../rewrite/refusal.js'
 import type { NamedPoolStats } from '../pool/pool-registry.js'
-import type { LiveConfig } from './live-config.js'
+import type { RegisteredSession, SessionRegistry } from '../session/session-registry.js'
+import type { ConsoleCommands, ConsoleTable, ConsoleValue, ShowSubject } from './console.js'
+import type { ProxyMetrics } from './metrics.js'
 import { poolRows } from './pool-view.js'
-import type { SessionRegistry } from '../session/session-registry.js'
+import { clientRows, serverRows } from './session-view.js'
+
+/** What the console reads of the config in force and how it reloads it (the proxy's LiveConfig). */
+export interface ConfigInForce {
+  readonly config: Config
+  cacheLookups(): CacheLookups
+  reload(sessions: Iterable<RegisteredSession>): Promise<void>
+}
 
 /** Whether a `schema.table` key, as rejections are counted, is a table a config name may denote. */
 function denotes(names: readonly string[], key: string): boolean {
@@ -19,7 +28,7 @@ function denotes(names: readonly string[], key: string): boolean {
 /** How a `schema.table` key shows when it names no table (a rejection raised outside any). */
 const keyText = (key: string): string => (key === '.' ? '(no table)' : key)
 
-async function fencing(live: LiveConfig, metrics: ProxyMetrics): Promise<ConsoleTable> {
+async function fencing(live: ConfigInForce, metrics: ProxyMetrics): Promise<ConsoleTable> {
   const { tables, resources } = live.config.fencing
   const rules = [
     ...tables.map((t) => ({
@@ -59,7 +68,7 @@ async function fencing(live: LiveConfig, metrics: ProxyMetrics): Promise<Console
 
 async function stats(
   registry: SessionRegistry,
-  live: LiveConfig,
+  live: ConfigInForce,
   metrics: ProxyMetrics,
 ): Promise<ConsoleTable> {
   const lookups = live.cacheLookups()
@@ -104,13 +113,13 @@ function configRows(value: unknown, prefix = ''): [string, string][] {
 /** The admin console's commands over the proxy's state; `pools`: null when pool.mode is none. */
 export function consoleCommands(
   registry: SessionRegistry,
-  live: LiveConfig,
+  live: ConfigInForce,
   metrics: ProxyMetrics,
   pools: () => NamedPoolStats[] | null,
 ): ConsoleCommands {
   const tables: Record<ShowSubject, () => ConsoleTable | Promise<ConsoleTable>> = {
-    clients: () => registry.clientRows(),
-    servers: () => registry.serverRows(),
+    clients: () => clientRows(registry),
+    servers: () => serverRows(registry),
     pools: () => poolRows(registry, pools(), live.config.pool.mode),
     stats: () => stats(registry, live, metrics),
     fencing: () => fencing(live, metrics),
