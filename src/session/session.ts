@@ -6,7 +6,7 @@ import { readBackendKey, type BackendKey } from '../wire/backend-key.js'
 import { AuthPhaseFilter } from '../wire/auth-filter.js'
 import { BackendScanner } from '../wire/backend-scanner.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
-import { MessageFramer } from '../wire/message-framer.js'
+import { FROM_CLIENT, MessageFramer } from '../wire/message-framer.js'
 import { Backend, Frontend } from '../wire/protocol.js'
 import { idleBefore, MaintenanceLog } from '../fencing/maintenance-log.js'
 import { interceptStatement } from '../relay/statement-interceptor.js'
@@ -135,10 +135,12 @@ export class ProxySession {
       },
       options.settings.current.config.limits.maxMessageBytes,
       interceptedTypeTable(interception(options.settings.current.rewriter, this.maintenance.on)),
+      FROM_CLIENT,
     )
     this.scanner = new BackendScanner(
       (message) => this.onServerMessage(message),
       (status) => this.requests.readyForQuery(status),
+      (error) => this.abort(error),
     )
     this.authFilter = withLoginQuery(
       new AuthPhaseFilter(options.keepChannelBinding),
@@ -468,7 +470,7 @@ export class ProxySession {
     return onServerError(message, fields, logger, onRejection, settings.current.config.fencing)
   }
 
-  /** A protocol violation by the client: tell it why, then close both sides. */
+  /** A protocol violation (by either side) or a refusal: tell the client why, then close both sides. */
   private abort(error: PgError): void {
     this.options.logger.info(
       { code: error.code, reason: error.message },

@@ -6,7 +6,7 @@ import { statementEffects } from '../pool/transaction-rules.js'
 import { maintenanceNeedle as maintenanceSetting } from '../rewrite/statement-marker.js'
 import type { BackendKey } from '../wire/backend-key.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
-import { MessageFramer } from '../wire/message-framer.js'
+import { EVERY_TYPE, FROM_CLIENT, FROM_SERVER, MessageFramer } from '../wire/message-framer.js'
 import { query, readCString, typedMessage } from '../wire/messages.js'
 import {
   Backend,
@@ -58,7 +58,6 @@ export interface TransactionSessionOptions {
   commitsMayWait(server: ServerConnection): Promise<boolean>
 }
 
-const NOTHING = Buffer.alloc(0)
 /** An expected ParseComplete/CloseComplete (true: pgfence's own, dropped), or a Sync. */
 type Expected = boolean | 'sync'
 
@@ -97,9 +96,16 @@ export class TransactionSession {
   private readonly settings: Map<string, string>
   /** Settings read back from the last connection (phase settling): the next one waits for them. */
   private settled: Promise<void> = Promise.resolve()
-  /** A server message split across reads (a copy: the read buffer is reused). */
-  private serverBuffered = NOTHING
   private readonly framer: MessageFramer
+  /** Frames the held connection's bytes into whole messages (copied only when split). */
+  private readonly serverFramer: MessageFramer
+  /**
+   * The server's messages framed out of one read, for the client: written together once the
+   * read is framed. They may be views of the server's reused read buffer.
+   */
+  private readonly toClient: Buffer[] = []
+  /** While a read is framed: a ReadyForQuery in it ended a transaction (acted on after it). */
+  private transactionOver = false
   private readonly client: ClientConnection['socket']
   /** Transactions ended so far (server connection given back). */
   private transactions = 0
@@ -143,6 +149,17 @@ export class TransactionSession {
       },
       options.live.current.config.limits.maxMessageBytes,
       FRONTEND_TYPES,
+      FROM_CLIENT,
+    )
+    this.serverFramer = new MessageFramer(
+      {
+        forward: () => {},
+        intercept: (message) => this.serverMessage(message),
+        fail: (error) => this.fail(error),
+      },
+      Infinity,
+      EVERY_TYPE,
+      FROM_SERVER,
     )
   }
 
@@ -393,36 +410,33 @@ export class TransactionSession {
 
   private readonly onServerBytes = (chunk: Buffer): boolean => this.fromServer(chunk)
 
+  /** One read of the held connection: its whole messages go to the client in one write. */
   private fromServer(chunk: Buffer): boolean {
     if (this.ended()) return true
     this.requests.serverBytes()
-    const buffered = this.serverBuffered.length
-      ? Buffer.concat([this.serverBuffered, chunk])
-      : chunk
-    const out: Buffer[] = []
-    let pos = 0
-    let release = false
-    while (buffered.length - pos >= HEADER_BYTES) {
-      const total = buffered.readUInt32BE(pos + 1) + 1
-      if (buffered.length - pos < total) break
-      const message = buffered.subarray(pos, pos + total)
-      pos += total
-      const dropped = this.dropCompletion && message[0] === Backend.CommandComplete
-      this.dropCompletion = false
-      if (dropped || !this.keep(message)) continue
-      const relayed = this.relayed(message)
-      this.dropCompletion = message[0] === Backend.NoticeResponse && relayed !== message
-      out.push(relayed)
-      if (this.ended()) return true
-      // Between transactions, unless the client has already begun the next (Parse ... Flush).
-      if (message[0] === Backend.ReadyForQuery && this.outstanding === 0 && this.requests.atRest)
-        release = true
-    }
-    this.serverBuffered = pos < buffered.length ? Buffer.from(buffered.subarray(pos)) : NOTHING
-    if (out.length > 0)
+    this.serverFramer.push(chunk)
+    const out = this.toClient
+    if (out.length > 0 && !this.ended())
       this.client.write(out.length === 1 ? Buffer.from(out[0]!) : Buffer.concat(out))
-    if (release) this.betweenTransactions()
+    out.length = 0
+    const transactionOver = this.transactionOver
+    this.transactionOver = false
+    if (transactionOver && !this.ended()) this.betweenTransactions()
     return true
+  }
+
+  /** One whole server message: a view valid only until the read it came in is written. */
+  private serverMessage(message: Buffer): void {
+    if (this.ended()) return
+    const dropped = this.dropCompletion && message[0] === Backend.CommandComplete
+    this.dropCompletion = false
+    if (dropped || !this.keep(message)) return
+    const relayed = this.relayed(message)
+    this.dropCompletion = message[0] === Backend.NoticeResponse && relayed !== message
+    this.toClient.push(relayed)
+    // Between transactions, unless the client has already begun the next (Parse ... Flush).
+    if (message[0] === Backend.ReadyForQuery && this.outstanding === 0 && this.requests.atRest)
+      this.transactionOver = true
   }
 
   /** Whether a server message goes to the client; follows transactions and injected replies. */
@@ -500,7 +514,7 @@ export class TransactionSession {
       this.expected.length === 0 &&
       this.waiting.length === 0 &&
       this.batch.length === 0 &&
-      this.serverBuffered.length === 0 &&
+      this.serverFramer.atBoundary() &&
       this.framer.atBoundary() &&
       this.requests.atRest
     )

@@ -81,9 +81,14 @@ export const FRONTEND_TYPE_CHARS = String.fromCharCode(
   Frontend.Terminate,
 )
 
-/** A 256-entry table: is this byte a message type a client may send? */
-export const FRONTEND_TYPES: Uint8Array = (() => {
+/** A 256-entry table of message types: 1 for each of `types`. */
+export function typeTable(types: Iterable<number>): Uint8Array {
   const table = new Uint8Array(256)
-  for (const type of FRONTEND_TYPE_CHARS) table[type.charCodeAt(0)] = 1
+  for (const type of types) table[type] = 1
   return table
-})()
+}
+
+/** A 256-entry table: is this byte a message type a client may send? */
+export const FRONTEND_TYPES: Uint8Array = typeTable(
+  Array.from(FRONTEND_TYPE_CHARS, (type) => type.charCodeAt(0)),
+)
