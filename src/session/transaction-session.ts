@@ -17,6 +17,7 @@ import {
 } from '../wire/protocol.js'
 import { cancelUnlessCommitting, cutError, type CutReason } from './cut-outcome.js'
 import { KeptConnectionRelay } from './kept-connection-relay.js'
+import { LazyRelease } from './lazy-release.js'
 import type { PooledClient, PoolingContext } from './pooled-startup.js'
 import type { SettingsHolder } from '../fencing/live-settings.js'
 import { idleBefore, MaintenanceLog, observedTypes } from '../fencing/maintenance-log.js'
@@ -72,8 +73,11 @@ type Expected = boolean | 'sync'
  * connection, the native relay carries its bytes and hands over only what pooling must see:
  * statements with a word of the pooling rules, named Parse and Close, fenced writes.
  *
- * Here: the session's phase (transaction-phase.ts) and when each step happens. The settings
- * are in settings-replay.ts, the statements in statement-repreparation.ts.
+ * Here: the session's phase (transaction-phase.ts) and when each step happens, and what it
+ * relays in JavaScript. Keeping a connection between transactions is in lazy-release.ts, the
+ * native relay's part while it is kept in kept-connection-relay.ts, the settings in
+ * settings-replay.ts, the statements in statement-repreparation.ts; both byte streams are
+ * framed by src/wire/message-framer.ts.
  */
 export class TransactionSession {
   readonly closed: Promise<void>
@@ -113,8 +117,8 @@ export class TransactionSession {
   private closingWhenIdle: PgError | null = null
   /** The native relay's part: it carries the session while the client keeps its connection. */
   private readonly kept: KeptConnectionRelay
-  /** A client waits for a connection: give the kept one back at the end of the transaction. */
-  private giveBackWanted = false
+  /** Keeps the connection between transactions while no other client waits for one. */
+  private readonly lazyRelease: LazyRelease
   private readonly maintenance: MaintenanceLog
   /** The client's requests as the client sees them, for the query and idle timeouts. */
   private readonly requests = new RequestTracker()
@@ -140,6 +144,15 @@ export class TransactionSession {
       fromClient: (message) => this.handedOver(message),
       fromServer: (message) => this.relayed(message),
       onClose: (kind, detail) => this.keptClosed(kind, detail),
+    })
+    this.lazyRelease = new LazyRelease({
+      pool: options.pool,
+      nativeRelay: options.nativeRelay,
+      relay: this.kept,
+      holding: () => this.current === 'active',
+      server: () => this.server!,
+      atRest: () => this.atRest(),
+      release: () => this.releaseServer(),
     })
     this.framer = new MessageFramer(
       {
@@ -300,7 +313,6 @@ export class TransactionSession {
   private hold(server: ServerConnection): void {
     this.moveTo('active')
     this.server = this.options.held.server = server
-    this.giveBackWanted = false
     // The query timeout counts from here: waiting for the connection has a timeout of its own.
     this.requests.serverBytes()
     server.attach(this.onServerBytes, this.serverClosed)
@@ -491,19 +503,12 @@ export class TransactionSession {
   }
 
   /**
-   * A transaction is over: the connection goes back, or, with the native relay and a connection
-   * to spare for other clients, stays (and the native relay takes over once the JavaScript
-   * relay is at rest). Under contention every transaction gives its connection back.
+   * A transaction is over: the connection goes back, or stays (lazy-release.ts). After
+   * `touched`, settings are read back and reset now: a session SET lasts its transaction.
    */
   private betweenTransactions(): void {
     this.transactions++
-    const { nativeRelay, pool } = this.options
-    // After `touched`, settings are read back and reset now: a session SET lasts its transaction.
-    const keep = nativeRelay && !this.touched && !this.giveBackWanted && !this.closingWhenIdle
-    if (!keep || !pool.hasSpare()) return this.releaseServer()
-    pool.keep(this.server!, this.giveBack)
-    // Not from inside the server socket's read callback: Node reads on after it returns.
-    setImmediate(this.relayKept)
+    this.lazyRelease.transactionEnded(!this.touched && !this.closingWhenIdle)
   }
 
   /** The JavaScript relay stands between transactions: nothing half sent, expected or queued. */
@@ -520,20 +525,11 @@ export class TransactionSession {
     )
   }
 
-  /** A client waits for a connection: the kept one goes back now if idle, else when it is. */
-  private readonly giveBack = (): void => {
-    if (this.current !== 'active') return
-    this.giveBackWanted = true
-    if (this.kept.active ? this.kept.closeWhenIdle() && this.kept.takeBack() : this.atRest())
-      this.releaseServer()
-  }
-
   /** The connection goes back, after reading settings the client may have changed. */
   private releaseServer(): void {
     const server = this.server!
     this.server = this.options.held.server = null
-    this.giveBackWanted = false
-    this.options.pool.unkeep(server)
+    this.lazyRelease.released(server)
     server.detach()
     if (!this.touched) {
       this.moveTo('idle')
@@ -572,12 +568,6 @@ export class TransactionSession {
     this.finish()
   }
 
-  /** The kept connection goes to the native relay once the JavaScript relay is at rest. */
-  private readonly relayKept = (): void => {
-    if (this.current !== 'active' || !this.atRest()) return
-    this.kept.relay(this.server!)
-  }
-
   /**
    * A message the native relay hands over (Query, Parse, Close; Bind under maintenance), noted
    * as the JavaScript relay notes what it sends: the bytes to send in its place.
@@ -593,10 +583,7 @@ export class TransactionSession {
       out = this.statements.parses.has(name) ? message : this.parse(message, name)
     }
     // Settings are read back when the connection goes back: at the end of this transaction.
-    if (this.touched) {
-      this.giveBackWanted = true
-      this.kept.closeWhenIdle()
-    }
+    if (this.touched) this.lazyRelease.giveBackAtEnd()
     return out
   }
 
@@ -606,8 +593,7 @@ export class TransactionSession {
     if (kind === 'invalid') return this.fail(new PgError('08P01', detail ?? 'invalid message'))
     if (kind === 'client') return this.finish()
     if (this.closingWhenIdle) return this.terminate(this.closingWhenIdle)
-    this.kept.takeBack()
-    this.releaseServer()
+    this.lazyRelease.idle()
   }
 
   /**
@@ -622,7 +608,7 @@ export class TransactionSession {
     if (server) {
       if (reusable) this.flush()
       this.server = this.options.held.server = null
-      this.options.pool.unkeep(server)
+      this.lazyRelease.released(server)
       server.detach()
       const resetTimeoutMs = this.options.resetTimeoutMs
       void this.options.pool.release(server, async (s) => reusable && s.reset(true, resetTimeoutMs))
