@@ -1,25 +1,20 @@
 import type { PgError } from './error-response.js'
-import { FROM_SERVER, MessageFramer } from './message-framer.js'
-import { Backend, typeTable } from './protocol.js'
+import { EVERY_TYPE, FROM_SERVER, MessageFramer } from './message-framer.js'
+import { Backend, HEADER_BYTES, typeTable } from './protocol.js'
 
 /** Messages larger than this are passed on without being read (they are never ours). */
 const MAX_INSPECTED_MESSAGE = 64 * 1024
 
 const NOTHING = Buffer.alloc(0)
 
-/**
- * The types read: the rare ErrorResponse, NoticeResponse and ParameterStatus, and ReadyForQuery
- * for its transaction status.
- */
-const SCANNED = [
+/** The rare messages read whole: ErrorResponse, NoticeResponse, ParameterStatus. */
+const INSPECTED_TYPES = typeTable([
   Backend.ErrorResponse,
   Backend.NoticeResponse,
   Backend.ParameterStatus,
-  Backend.ReadyForQuery,
-]
-const SCANNED_TYPES = typeTable(SCANNED)
-/** Right after a NoticeResponse replaced: its statement's CommandComplete too, to drop it. */
-const SCANNED_AFTER_NOTICE = typeTable([...SCANNED, Backend.CommandComplete])
+])
+/** What the framer gathers is decided at each message's header (started). */
+const NO_TYPE = new Uint8Array(256)
 
 /**
  * Reads a whole inspected message; for an ErrorResponse or NoticeResponse it may return the
@@ -54,10 +49,10 @@ export class BackendScanner {
         forward: (bytes) => this.out.add(bytes),
         intercept: (message) => this.read(message),
         fail: onInvalid,
-        started: () => this.started(),
+        started: (bytes, pos, end) => this.started(bytes, pos, end),
       },
       MAX_INSPECTED_MESSAGE,
-      SCANNED_TYPES,
+      NO_TYPE,
       FROM_SERVER,
     )
   }
@@ -73,18 +68,27 @@ export class BackendScanner {
     return this.out.take()
   }
 
-  private started(): void {
-    this.framer.interceptTypes = this.dropCompletion ? SCANNED_AFTER_NOTICE : SCANNED_TYPES
+  /** At each message's header: whether the framer gathers it whole for read(). */
+  private started(bytes: Buffer, pos: number, end: number): void {
+    const type = bytes[pos]!
+    let gathered = INSPECTED_TYPES[type] === 1
+    if (type === Backend.CommandComplete) gathered = this.dropCompletion
+    else if (type === Backend.ReadyForQuery) {
+      // Its status byte: read here when the chunk holds it, else once the message is gathered.
+      gathered = end - pos <= HEADER_BYTES
+      if (!gathered) this.onReadyForQuery?.(bytes[pos + HEADER_BYTES]!)
+    }
     this.dropCompletion = false
+    this.framer.interceptTypes = gathered ? EVERY_TYPE : NO_TYPE
   }
 
   /** A whole message read; the framer stands at its end (at a boundary) for the reader. */
   private read(message: Buffer): void {
     const type = message[0]
-    // Only a CommandComplete right after a replaced NoticeResponse is intercepted: dropped.
+    // A CommandComplete is gathered only right after a replaced NoticeResponse: dropped.
     if (type === Backend.CommandComplete) return
     if (type === Backend.ReadyForQuery) {
-      this.onReadyForQuery?.(message[message.length - 1]!)
+      this.onReadyForQuery?.(message[HEADER_BYTES]!)
       return this.out.add(message)
     }
     const replacement = this.onMessage(message)
@@ -125,6 +129,12 @@ class ForwardedBytes {
   }
 
   take(): Buffer {
+    // The usual case: the chunk itself, as it came.
+    if (this.from === 0 && this.to === this.chunk.length && this.pieces.length === 0) {
+      const chunk = this.chunk
+      this.chunk = NOTHING
+      return chunk
+    }
     this.flushRun()
     const { pieces } = this
     const bytes =

@@ -58,15 +58,25 @@ export class MessageFramer {
   private heldLength = 0
   /** The stream failed, or the sink stopped framing: nothing more is delivered. */
   private stopped = false
+  /** The sink's callbacks, read from the framer's own fields: sinks come in many shapes. */
+  private readonly forward: FrameSink['forward']
+  private readonly intercept: FrameSink['intercept']
+  private readonly started: FrameSink['started']
+  private readonly failed: FrameSink['fail']
 
   constructor(
-    private readonly sink: FrameSink,
+    sink: FrameSink,
     /** Both may change between messages (a config reload, a sink's own choice). */
     public maxMessageBytes: number,
     /** 256 flags: 1 for message types to intercept. */
     public interceptTypes: Uint8Array,
     private readonly sender: Sender,
-  ) {}
+  ) {
+    this.forward = sink.forward.bind(sink)
+    this.intercept = sink.intercept.bind(sink)
+    this.started = sink.started?.bind(sink)
+    this.failed = sink.fail.bind(sink)
+  }
 
   /** True when the bytes seen so far end exactly at a message boundary. */
   atBoundary(): boolean {
@@ -103,12 +113,12 @@ export class MessageFramer {
       } else {
         const total = this.checkHeader(chunk, pos)
         if (total < 0) break
-        this.sink.started?.(chunk, pos, end)
+        this.started?.(chunk, pos, end)
         if (this.intercepts(chunk[pos]!, total)) {
-          this.forwardRun(chunk, runStart, pos)
+          if (pos > runStart) this.forwardRun(chunk, runStart, pos)
           if (end - pos >= total) {
             pos += total
-            this.sink.intercept(chunk.subarray(pos - total, pos))
+            this.intercept(chunk.subarray(pos - total, pos))
           } else {
             this.startHeld(total)
             pos = this.fillHeld(chunk, pos)
@@ -138,14 +148,14 @@ export class MessageFramer {
     this.stashLength = 0
     const total = this.checkHeader(this.stash, 0)
     if (total < 0) return 0
-    this.sink.started?.(this.stash, 0, HEADER_BYTES)
+    this.started?.(this.stash, 0, HEADER_BYTES)
     if (this.intercepts(this.stash[0]!, total)) {
       this.startHeld(total)
       this.stash.copy(this.held!, 0)
       this.heldLength = HEADER_BYTES
       return this.fillHeld(chunk, need)
     }
-    this.sink.forward(Buffer.from(this.stash))
+    this.forward(Buffer.from(this.stash))
     this.passRemaining = total - HEADER_BYTES
     return need
   }
@@ -154,10 +164,10 @@ export class MessageFramer {
   private checkHeader(bytes: Buffer, pos: number): number {
     const type = bytes[pos]!
     const length = bytes.readUInt32BE(pos + 1)
-    const { name, types, passesOversized } = this.sender
-    if (types[type] !== 1)
-      return this.fail(new PgError('08P01', `invalid ${name} message type ${type}`))
-    if (length < 4 || (length > this.maxMessageBytes - 1 && !passesOversized)) {
+    const sender = this.sender
+    if (sender.types[type] !== 1)
+      return this.fail(new PgError('08P01', `invalid ${sender.name} message type ${type}`))
+    if (length < 4 || (length > this.maxMessageBytes - 1 && !sender.passesOversized)) {
       return this.fail(new PgError('08P01', `invalid message length ${length}`))
     }
     return length + 1
@@ -179,19 +189,19 @@ export class MessageFramer {
     this.heldLength += take
     if (this.heldLength === held.length) {
       this.held = null
-      this.sink.intercept(held)
+      this.intercept(held)
     }
     return pos + take
   }
 
   private forwardRun(chunk: Buffer, start: number, end: number): void {
     if (end <= start) return
-    this.sink.forward(start === 0 && end === chunk.length ? chunk : chunk.subarray(start, end))
+    this.forward(start === 0 && end === chunk.length ? chunk : chunk.subarray(start, end))
   }
 
   private fail(error: PgError): -1 {
     this.stopped = true
-    this.sink.fail(error)
+    this.failed(error)
     return -1
   }
 }
