@@ -7,7 +7,7 @@ import { AuthPhaseFilter } from '../wire/auth-filter.js'
 import { BackendScanner } from '../wire/backend-scanner.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { FROM_CLIENT, MessageFramer } from '../wire/message-framer.js'
-import { Backend, Frontend } from '../wire/protocol.js'
+import { Backend, Frontend, TransactionStatus } from '../wire/protocol.js'
 import { idleBefore, MaintenanceLog } from '../fencing/maintenance-log.js'
 import { interceptStatement } from '../relay/statement-interceptor.js'
 import { interceptedTypeChars, interceptedTypeTable } from '../relay/intercepted-types.js'
@@ -239,6 +239,7 @@ export class ProxySession {
 
   state(): SessionState {
     const progress = this.native?.progress() ?? this.requests.snapshot()
+    const inTransaction = progress.status !== TransactionStatus.Idle
     const atBoundaries =
       this.native !== null || (this.framer.atBoundary() && this.scanner.atBoundary())
     return {
@@ -247,8 +248,8 @@ export class ProxySession {
         this.nativeTransactions +
         (this.native ? progress.transactions : 0),
       ready: this.ready,
-      idle: this.ready && progress.outstanding === 0 && progress.status === 'I' && atBoundaries,
-      inTransaction: progress.status !== 'I',
+      idle: this.ready && progress.outstanding === 0 && !inTransaction && atBoundaries,
+      inTransaction,
     }
   }
 

@@ -14,6 +14,7 @@ import {
   FRONTEND_TYPES,
   HEADER_BYTES,
   STATEMENT_TARGET,
+  TransactionStatus,
 } from '../wire/protocol.js'
 import { cancelUnlessCommitting, cutError, type CutReason } from './cut-outcome.js'
 import { KeptConnectionRelay } from './kept-connection-relay.js'
@@ -214,7 +215,7 @@ export class TransactionSession {
     const native = this.kept.progress()
     const transactions = this.transactions + this.kept.transactions
     const idle = native
-      ? native.outstanding === 0 && native.status === 'I'
+      ? native.outstanding === 0 && native.status === TransactionStatus.Idle
       : this.current !== 'waiting' &&
         this.outstanding === 0 &&
         this.waiting.length === 0 &&
@@ -467,7 +468,7 @@ export class TransactionSession {
     } else if (type === Backend.ReadyForQuery) {
       this.outstanding--
       if (this.expected[0] === 'sync') this.expected.shift()
-      this.requests.readyForQuery(message[5]!)
+      this.requests.readyForQuery(message[HEADER_BYTES]!)
     }
     return true
   }
