@@ -10,7 +10,7 @@ import {
   rowDescription,
 } from '../wire/messages.js'
 import { PgError } from '../wire/error-response.js'
-import { MessageFramer } from '../wire/message-framer.js'
+import { FROM_CLIENT, MessageFramer } from '../wire/message-framer.js'
 import { FRONTEND_TYPES, Frontend } from '../wire/protocol.js'
 
 /** The database name that reaches the admin console instead of the upstream. */
@@ -71,6 +71,7 @@ export function serveConsole(
     },
     MAX_CONSOLE_MESSAGE,
     FRONTEND_TYPES,
+    FROM_CLIENT,
   )
   const onMessage = async (message: Buffer): Promise<void> => {
     const type = message[0]

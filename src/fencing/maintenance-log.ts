@@ -1,7 +1,7 @@
 import type { Logger } from '../log.js'
 import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 import { maintenanceNeedle } from '../rewrite/statement-marker.js'
-import { Frontend } from '../wire/protocol.js'
+import { Frontend, TransactionStatus } from '../wire/protocol.js'
 import type { RequestProgress } from '../relay/request-progress.js'
 import { encodingOf } from '../relay/statement-interceptor.js'
 
@@ -98,7 +98,7 @@ export function idleBefore(
   progress: Pick<RequestProgress, 'outstanding' | 'status'>,
 ): boolean {
   const before = progress.outstanding - (message[0] === Frontend.Query ? 1 : 0)
-  return before <= 0 && progress.status === 'I'
+  return before <= 0 && progress.status === TransactionStatus.Idle
 }
 
 /** The SQL text of a Query (text\0) or Parse (name\0 text\0 ...). */

@@ -10,7 +10,13 @@ import { decodeErrorFields, PgError } from '../wire/error-response.js'
 import { MessageQueue, typedMessageLength } from '../wire/message-queue.js'
 import { query, typedMessage } from '../wire/messages.js'
 import { decodeParameterStatus } from '../wire/parameter-status.js'
-import { Backend, Frontend, HEADER_BYTES, IDLE_STATUS } from '../wire/protocol.js'
+import {
+  Backend,
+  Frontend,
+  HEADER_BYTES,
+  TransactionStatus,
+  transactionStatus,
+} from '../wire/protocol.js'
 import type { UpstreamNode } from '../upstream/upstream-node.js'
 import type { Config } from '../config/schema.js'
 
@@ -164,7 +170,7 @@ export class ServerConnection {
         } else if (type === Backend.ReadyForQuery && discarded) {
           this.settings.clear()
           this.prepared.clear()
-          return message[HEADER_BYTES] === IDLE_STATUS
+          return transactionStatus(message[HEADER_BYTES]!) === TransactionStatus.Idle
         }
       }
     } catch {

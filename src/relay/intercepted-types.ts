@@ -1,4 +1,4 @@
-import { Frontend } from '../wire/protocol.js'
+import { Frontend, typeTable } from '../wire/protocol.js'
 
 /** What a relay must see of the client's messages. */
 export interface Interception {
@@ -34,8 +34,7 @@ export function interceptedTypeTable(interception: Interception): Uint8Array {
   const chars = interceptedTypeChars(interception)
   let table = tables.get(chars)
   if (!table) {
-    table = new Uint8Array(256)
-    for (const type of interceptedTypes(interception)) table[type] = 1
+    table = typeTable(interceptedTypes(interception))
     tables.set(chars, table)
   }
   return table

@@ -1,11 +1,11 @@
-import { Frontend, HEADER_BYTES } from '../wire/protocol.js'
+import { Frontend, HEADER_BYTES, TransactionStatus, transactionStatus } from '../wire/protocol.js'
 
 /** Where a session's requests stand: what its timeouts and a cut client's SQLSTATE go by. */
 export interface RequestProgress {
   /** Query, Sync and FunctionCall messages sent whose ReadyForQuery has not come back. */
   outstanding: number
-  /** The status of the last ReadyForQuery: I (idle), T (in a transaction), E (failed one). */
-  status: string
+  /** The status of the last ReadyForQuery. */
+  status: TransactionStatus
   /** A request sent since the session was last idle may be a COMMIT. */
   mayCommit: boolean
   /** A named statement may be a COMMIT: from then on any Bind may commit. */
@@ -37,7 +37,7 @@ const COMMIT_WORD = /(?<![\w$\u0080-\uffff])(commit|end)(?![\w$\u0080-\uffff])/i
  */
 export class RequestTracker {
   private outstanding = 0
-  private status = 'I'
+  private status: TransactionStatus = TransactionStatus.Idle
   private mayCommit = false
   /** A named statement may be a COMMIT: from then on any Bind may commit. */
   private namedCommit = false
@@ -71,16 +71,17 @@ export class RequestTracker {
     this.progressAt = performance.now()
   }
 
+  /** A ReadyForQuery came back; `status` its status byte. */
   readyForQuery(status: number): void {
-    this.status = String.fromCharCode(status)
-    if (this.status === 'I') this.transactions++
+    this.status = transactionStatus(status)
+    if (this.status === TransactionStatus.Idle) this.transactions++
     if (this.outstanding > 0 && --this.outstanding === 0) this.mayCommit = false
     if (this.outstanding === 0) this.unsynced = false
   }
 
   /** Between transactions: every request answered outside one, and nothing sent since. */
   get atRest(): boolean {
-    return this.outstanding === 0 && !this.unsynced && this.status === 'I'
+    return this.outstanding === 0 && !this.unsynced && this.status === TransactionStatus.Idle
   }
 
   snapshot(): RequestProgress {

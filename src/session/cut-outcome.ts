@@ -1,4 +1,5 @@
 import { PgError } from '../wire/error-response.js'
+import { TransactionStatus } from '../wire/protocol.js'
 import type { RequestProgress } from '../relay/request-progress.js'
 
 /** Why pgfence ends a session itself. */
@@ -40,7 +41,9 @@ const why: Record<CutReason, string> = {
 
 /** A statement that may commit is in flight: a COMMIT, or any statement outside a block. */
 export const commitInFlight = (progress: RequestProgress | null): boolean =>
-  progress !== null && progress.outstanding > 0 && (progress.mayCommit || progress.status === 'I')
+  progress !== null &&
+  progress.outstanding > 0 &&
+  (progress.mayCommit || progress.status === TransactionStatus.Idle)
 
 /**
  * The error a session's client gets when pgfence cuts it off. A statement in flight that may

@@ -1,6 +1,7 @@
 import type { Config } from '../config/schema.js'
 import type { CutReason } from './cut-outcome.js'
 import type { RequestProgress } from '../relay/request-progress.js'
+import { TransactionStatus } from '../wire/protocol.js'
 
 type Limits = Pick<Config['limits'], 'queryTimeoutMs' | 'idleTransactionTimeoutMs'>
 
@@ -15,7 +16,7 @@ export function overdue(progress: RequestProgress | null, limits: Limits): CutRe
   const { queryTimeoutMs, idleTransactionTimeoutMs } = limits
   if (progress.outstanding > 0)
     return queryTimeoutMs > 0 && progress.quietMs >= queryTimeoutMs ? 'queryTimeout' : null
-  const inTransaction = progress.status === 'T' || progress.status === 'E'
+  const inTransaction = progress.status !== TransactionStatus.Idle
   return inTransaction &&
     idleTransactionTimeoutMs > 0 &&
     progress.quietMs >= idleTransactionTimeoutMs

@@ -6,8 +6,8 @@ import { readBackendKey, type BackendKey } from '../wire/backend-key.js'
 import { AuthPhaseFilter } from '../wire/auth-filter.js'
 import { BackendScanner } from '../wire/backend-scanner.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
-import { MessageFramer } from '../wire/message-framer.js'
-import { Backend, Frontend } from '../wire/protocol.js'
+import { FROM_CLIENT, MessageFramer } from '../wire/message-framer.js'
+import { Backend, Frontend, TransactionStatus } from '../wire/protocol.js'
 import { idleBefore, MaintenanceLog } from '../fencing/maintenance-log.js'
 import { interceptStatement } from '../relay/statement-interceptor.js'
 import { interceptedTypeChars, interceptedTypeTable } from '../relay/intercepted-types.js'
@@ -135,10 +135,12 @@ export class ProxySession {
       },
       options.settings.current.config.limits.maxMessageBytes,
       interceptedTypeTable(interception(options.settings.current.rewriter, this.maintenance.on)),
+      FROM_CLIENT,
     )
     this.scanner = new BackendScanner(
       (message) => this.onServerMessage(message),
       (status) => this.requests.readyForQuery(status),
+      (error) => this.abort(error),
     )
     this.authFilter = withLoginQuery(
       new AuthPhaseFilter(options.keepChannelBinding),
@@ -237,6 +239,7 @@ export class ProxySession {
 
   state(): SessionState {
     const progress = this.native?.progress() ?? this.requests.snapshot()
+    const inTransaction = progress.status !== TransactionStatus.Idle
     const atBoundaries =
       this.native !== null || (this.framer.atBoundary() && this.scanner.atBoundary())
     return {
@@ -245,8 +248,8 @@ export class ProxySession {
         this.nativeTransactions +
         (this.native ? progress.transactions : 0),
       ready: this.ready,
-      idle: this.ready && progress.outstanding === 0 && progress.status === 'I' && atBoundaries,
-      inTransaction: progress.status !== 'I',
+      idle: this.ready && progress.outstanding === 0 && !inTransaction && atBoundaries,
+      inTransaction,
     }
   }
 
@@ -468,7 +471,7 @@ export class ProxySession {
     return onServerError(message, fields, logger, onRejection, settings.current.config.fencing)
   }
 
-  /** A protocol violation by the client: tell it why, then close both sides. */
+  /** A protocol violation (by either side) or a refusal: tell the client why, then close both sides. */
   private abort(error: PgError): void {
     this.options.logger.info(
       { code: error.code, reason: error.message },

@@ -6,7 +6,7 @@ import { statementEffects } from '../pool/transaction-rules.js'
 import { maintenanceNeedle as maintenanceSetting } from '../rewrite/statement-marker.js'
 import type { BackendKey } from '../wire/backend-key.js'
 import { decodeErrorFields, PgError } from '../wire/error-response.js'
-import { MessageFramer } from '../wire/message-framer.js'
+import { EVERY_TYPE, FROM_CLIENT, FROM_SERVER, MessageFramer } from '../wire/message-framer.js'
 import { query, readCString, typedMessage } from '../wire/messages.js'
 import {
   Backend,
@@ -14,9 +14,11 @@ import {
   FRONTEND_TYPES,
   HEADER_BYTES,
   STATEMENT_TARGET,
+  TransactionStatus,
 } from '../wire/protocol.js'
 import { cancelUnlessCommitting, cutError, type CutReason } from './cut-outcome.js'
 import { KeptConnectionRelay } from './kept-connection-relay.js'
+import { LazyRelease } from './lazy-release.js'
 import type { PooledClient, PoolingContext } from './pooled-startup.js'
 import type { SettingsHolder } from '../fencing/live-settings.js'
 import { idleBefore, MaintenanceLog, observedTypes } from '../fencing/maintenance-log.js'
@@ -58,7 +60,6 @@ export interface TransactionSessionOptions {
   commitsMayWait(server: ServerConnection): Promise<boolean>
 }
 
-const NOTHING = Buffer.alloc(0)
 /** An expected ParseComplete/CloseComplete (true: pgfence's own, dropped), or a Sync. */
 type Expected = boolean | 'sync'
 
@@ -73,8 +74,11 @@ type Expected = boolean | 'sync'
  * connection, the native relay carries its bytes and hands over only what pooling must see:
  * statements with a word of the pooling rules, named Parse and Close, fenced writes.
  *
- * Here: the session's phase (transaction-phase.ts) and when each step happens. The settings
- * are in settings-replay.ts, the statements in statement-repreparation.ts.
+ * Here: the session's phase (transaction-phase.ts) and when each step happens, and what it
+ * relays in JavaScript. Keeping a connection between transactions is in lazy-release.ts, the
+ * native relay's part while it is kept in kept-connection-relay.ts, the settings in
+ * settings-replay.ts, the statements in statement-repreparation.ts; both byte streams are
+ * framed by src/wire/message-framer.ts.
  */
 export class TransactionSession {
   readonly closed: Promise<void>
@@ -97,9 +101,16 @@ export class TransactionSession {
   private readonly settings: Map<string, string>
   /** Settings read back from the last connection (phase settling): the next one waits for them. */
   private settled: Promise<void> = Promise.resolve()
-  /** A server message split across reads (a copy: the read buffer is reused). */
-  private serverBuffered = NOTHING
   private readonly framer: MessageFramer
+  /** Frames the held connection's bytes into whole messages (copied only when split). */
+  private readonly serverFramer: MessageFramer
+  /**
+   * The server's messages framed out of one read, for the client: written together once the
+   * read is framed. They may be views of the server's reused read buffer.
+   */
+  private readonly toClient: Buffer[] = []
+  /** While a read is framed: a ReadyForQuery in it ended a transaction (acted on after it). */
+  private transactionOver = false
   private readonly client: ClientConnection['socket']
   /** Transactions ended so far (server connection given back). */
   private transactions = 0
@@ -107,8 +118,8 @@ export class TransactionSession {
   private closingWhenIdle: PgError | null = null
   /** The native relay's part: it carries the session while the client keeps its connection. */
   private readonly kept: KeptConnectionRelay
-  /** A client waits for a connection: give the kept one back at the end of the transaction. */
-  private giveBackWanted = false
+  /** Keeps the connection between transactions while no other client waits for one. */
+  private readonly lazyRelease: LazyRelease
   private readonly maintenance: MaintenanceLog
   /** The client's requests as the client sees them, for the query and idle timeouts. */
   private readonly requests = new RequestTracker()
@@ -135,6 +146,15 @@ export class TransactionSession {
       fromServer: (message) => this.relayed(message),
       onClose: (kind, detail) => this.keptClosed(kind, detail),
     })
+    this.lazyRelease = new LazyRelease({
+      pool: options.pool,
+      nativeRelay: options.nativeRelay,
+      relay: this.kept,
+      holding: () => this.current === 'active',
+      server: () => this.server!,
+      atRest: () => this.atRest(),
+      release: () => this.releaseServer(),
+    })
     this.framer = new MessageFramer(
       {
         forward: () => {},
@@ -143,6 +163,17 @@ export class TransactionSession {
       },
       options.live.current.config.limits.maxMessageBytes,
       FRONTEND_TYPES,
+      FROM_CLIENT,
+    )
+    this.serverFramer = new MessageFramer(
+      {
+        forward: () => {},
+        intercept: (message) => this.serverMessage(message),
+        fail: (error) => this.fail(error),
+      },
+      Infinity,
+      EVERY_TYPE,
+      FROM_SERVER,
     )
   }
 
@@ -184,7 +215,7 @@ export class TransactionSession {
     const native = this.kept.progress()
     const transactions = this.transactions + this.kept.transactions
     const idle = native
-      ? native.outstanding === 0 && native.status === 'I'
+      ? native.outstanding === 0 && native.status === TransactionStatus.Idle
       : this.current !== 'waiting' &&
         this.outstanding === 0 &&
         this.waiting.length === 0 &&
@@ -283,7 +314,6 @@ export class TransactionSession {
   private hold(server: ServerConnection): void {
     this.moveTo('active')
     this.server = this.options.held.server = server
-    this.giveBackWanted = false
     // The query timeout counts from here: waiting for the connection has a timeout of its own.
     this.requests.serverBytes()
     server.attach(this.onServerBytes, this.serverClosed)
@@ -393,36 +423,33 @@ export class TransactionSession {
 
   private readonly onServerBytes = (chunk: Buffer): boolean => this.fromServer(chunk)
 
+  /** One read of the held connection: its whole messages go to the client in one write. */
   private fromServer(chunk: Buffer): boolean {
     if (this.ended()) return true
     this.requests.serverBytes()
-    const buffered = this.serverBuffered.length
-      ? Buffer.concat([this.serverBuffered, chunk])
-      : chunk
-    const out: Buffer[] = []
-    let pos = 0
-    let release = false
-    while (buffered.length - pos >= HEADER_BYTES) {
-      const total = buffered.readUInt32BE(pos + 1) + 1
-      if (buffered.length - pos < total) break
-      const message = buffered.subarray(pos, pos + total)
-      pos += total
-      const dropped = this.dropCompletion && message[0] === Backend.CommandComplete
-      this.dropCompletion = false
-      if (dropped || !this.keep(message)) continue
-      const relayed = this.relayed(message)
-      this.dropCompletion = message[0] === Backend.NoticeResponse && relayed !== message
-      out.push(relayed)
-      if (this.ended()) return true
-      // Between transactions, unless the client has already begun the next (Parse ... Flush).
-      if (message[0] === Backend.ReadyForQuery && this.outstanding === 0 && this.requests.atRest)
-        release = true
-    }
-    this.serverBuffered = pos < buffered.length ? Buffer.from(buffered.subarray(pos)) : NOTHING
-    if (out.length > 0)
+    this.serverFramer.push(chunk)
+    const out = this.toClient
+    if (out.length > 0 && !this.ended())
       this.client.write(out.length === 1 ? Buffer.from(out[0]!) : Buffer.concat(out))
-    if (release) this.betweenTransactions()
+    out.length = 0
+    const transactionOver = this.transactionOver
+    this.transactionOver = false
+    if (transactionOver && !this.ended()) this.betweenTransactions()
     return true
+  }
+
+  /** One whole server message: a view valid only until the read it came in is written. */
+  private serverMessage(message: Buffer): void {
+    if (this.ended()) return
+    const dropped = this.dropCompletion && message[0] === Backend.CommandComplete
+    this.dropCompletion = false
+    if (dropped || !this.keep(message)) return
+    const relayed = this.relayed(message)
+    this.dropCompletion = message[0] === Backend.NoticeResponse && relayed !== message
+    this.toClient.push(relayed)
+    // Between transactions, unless the client has already begun the next (Parse ... Flush).
+    if (message[0] === Backend.ReadyForQuery && this.outstanding === 0 && this.requests.atRest)
+      this.transactionOver = true
   }
 
   /** Whether a server message goes to the client; follows transactions and injected replies. */
@@ -441,7 +468,7 @@ export class TransactionSession {
     } else if (type === Backend.ReadyForQuery) {
       this.outstanding--
       if (this.expected[0] === 'sync') this.expected.shift()
-      this.requests.readyForQuery(message[5]!)
+      this.requests.readyForQuery(message[HEADER_BYTES]!)
     }
     return true
   }
@@ -477,19 +504,12 @@ export class TransactionSession {
   }
 
   /**
-   * A transaction is over: the connection goes back, or, with the native relay and a connection
-   * to spare for other clients, stays (and the native relay takes over once the JavaScript
-   * relay is at rest). Under contention every transaction gives its connection back.
+   * A transaction is over: the connection goes back, or stays (lazy-release.ts). After
+   * `touched`, settings are read back and reset now: a session SET lasts its transaction.
    */
   private betweenTransactions(): void {
     this.transactions++
-    const { nativeRelay, pool } = this.options
-    // After `touched`, settings are read back and reset now: a session SET lasts its transaction.
-    const keep = nativeRelay && !this.touched && !this.giveBackWanted && !this.closingWhenIdle
-    if (!keep || !pool.hasSpare()) return this.releaseServer()
-    pool.keep(this.server!, this.giveBack)
-    // Not from inside the server socket's read callback: Node reads on after it returns.
-    setImmediate(this.relayKept)
+    this.lazyRelease.transactionEnded(!this.touched && !this.closingWhenIdle)
   }
 
   /** The JavaScript relay stands between transactions: nothing half sent, expected or queued. */
@@ -500,26 +520,17 @@ export class TransactionSession {
       this.expected.length === 0 &&
       this.waiting.length === 0 &&
       this.batch.length === 0 &&
-      this.serverBuffered.length === 0 &&
+      this.serverFramer.atBoundary() &&
       this.framer.atBoundary() &&
       this.requests.atRest
     )
-  }
-
-  /** A client waits for a connection: the kept one goes back now if idle, else when it is. */
-  private readonly giveBack = (): void => {
-    if (this.current !== 'active') return
-    this.giveBackWanted = true
-    if (this.kept.active ? this.kept.closeWhenIdle() && this.kept.takeBack() : this.atRest())
-      this.releaseServer()
   }
 
   /** The connection goes back, after reading settings the client may have changed. */
   private releaseServer(): void {
     const server = this.server!
     this.server = this.options.held.server = null
-    this.giveBackWanted = false
-    this.options.pool.unkeep(server)
+    this.lazyRelease.released(server)
     server.detach()
     if (!this.touched) {
       this.moveTo('idle')
@@ -558,12 +569,6 @@ export class TransactionSession {
     this.finish()
   }
 
-  /** The kept connection goes to the native relay once the JavaScript relay is at rest. */
-  private readonly relayKept = (): void => {
-    if (this.current !== 'active' || !this.atRest()) return
-    this.kept.relay(this.server!)
-  }
-
   /**
    * A message the native relay hands over (Query, Parse, Close; Bind under maintenance), noted
    * as the JavaScript relay notes what it sends: the bytes to send in its place.
@@ -579,10 +584,7 @@ export class TransactionSession {
       out = this.statements.parses.has(name) ? message : this.parse(message, name)
     }
     // Settings are read back when the connection goes back: at the end of this transaction.
-    if (this.touched) {
-      this.giveBackWanted = true
-      this.kept.closeWhenIdle()
-    }
+    if (this.touched) this.lazyRelease.giveBackAtEnd()
     return out
   }
 
@@ -592,8 +594,7 @@ export class TransactionSession {
     if (kind === 'invalid') return this.fail(new PgError('08P01', detail ?? 'invalid message'))
     if (kind === 'client') return this.finish()
     if (this.closingWhenIdle) return this.terminate(this.closingWhenIdle)
-    this.kept.takeBack()
-    this.releaseServer()
+    this.lazyRelease.idle()
   }
 
   /**
@@ -608,7 +609,7 @@ export class TransactionSession {
     if (server) {
       if (reusable) this.flush()
       this.server = this.options.held.server = null
-      this.options.pool.unkeep(server)
+      this.lazyRelease.released(server)
       server.detach()
       const resetTimeoutMs = this.options.resetTimeoutMs
       void this.options.pool.release(server, async (s) => reusable && s.reset(true, resetTimeoutMs))

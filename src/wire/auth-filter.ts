@@ -1,5 +1,6 @@
 import { authenticationSasl } from './messages.js'
-import { AUTH_SASL, Backend, HEADER_BYTES } from './protocol.js'
+import { EVERY_TYPE, FROM_SERVER, MessageFramer } from './message-framer.js'
+import { AUTH_SASL, Backend } from './protocol.js'
 
 const CHANNEL_BINDING = 'SCRAM-SHA-256-PLUS'
 
@@ -10,28 +11,42 @@ const CHANNEL_BINDING = 'SCRAM-SHA-256-PLUS'
  * from the mechanisms the server offers.
  */
 export class AuthPhaseFilter {
-  private pending: Buffer = Buffer.alloc(0)
+  private readonly framer: MessageFramer
+  /** The messages framed out of the current chunk. */
+  private forward: Buffer[] = []
+  private ready = false
 
-  constructor(private readonly keepChannelBinding = false) {}
+  constructor(private readonly keepChannelBinding = false) {
+    this.framer = new MessageFramer(
+      {
+        forward: () => {},
+        intercept: (message) => this.read(message),
+        // The client is told, as by the server: an ErrorResponse ends the login.
+        fail: (error) => void this.forward.push(error.encode()),
+      },
+      Infinity,
+      EVERY_TYPE,
+      FROM_SERVER,
+    )
+  }
 
   /**
-   * Returns the bytes to forward and, once ReadyForQuery has passed, the session's first bytes
-   * (everything after it) as `rest`.
+   * Returns the bytes to forward (views of the chunk, or copies of messages that came in pieces)
+   * and, once ReadyForQuery has passed, the session's first bytes (everything after it) as
+   * `rest`.
    */
   push(chunk: Buffer): { forward: Buffer[]; rest: Buffer | null } {
-    const buffered = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk])
-    const forward: Buffer[] = []
-    let pos = 0
-    while (buffered.length - pos >= HEADER_BYTES) {
-      const total = buffered.readUInt32BE(pos + 1) + 1
-      if (buffered.length - pos < total) break
-      const message = buffered.subarray(pos, pos + total)
-      forward.push(this.keepChannelBinding ? message : withoutChannelBinding(message))
-      pos += total
-      if (message[0] === Backend.ReadyForQuery) return { forward, rest: buffered.subarray(pos) }
-    }
-    this.pending = Buffer.from(buffered.subarray(pos))
-    return { forward, rest: null }
+    const framed = this.framer.push(chunk)
+    const forward = this.forward
+    this.forward = []
+    return { forward, rest: this.ready ? chunk.subarray(framed) : null }
+  }
+
+  private read(message: Buffer): void {
+    this.forward.push(this.keepChannelBinding ? message : withoutChannelBinding(message))
+    if (message[0] !== Backend.ReadyForQuery) return
+    this.ready = true
+    this.framer.stop()
   }
 }
 

@@ -1,19 +1,20 @@
-import { Backend, HEADER_BYTES } from './protocol.js'
+import type { PgError } from './error-response.js'
+import { EVERY_TYPE, FROM_SERVER, MessageFramer } from './message-framer.js'
+import { Backend, HEADER_BYTES, typeTable } from './protocol.js'
 
 /** Messages larger than this are passed on without being read (they are never ours). */
 const MAX_INSPECTED_MESSAGE = 64 * 1024
 
 const NOTHING = Buffer.alloc(0)
 
-/** Is this a message type the proxy reads: the rare ErrorResponse, NoticeResponse, ParameterStatus. */
-export const isInspected = (type: number | undefined): boolean =>
-  type === Backend.ErrorResponse ||
-  type === Backend.NoticeResponse ||
-  type === Backend.ParameterStatus
-
-/** Messages held back until whole, so that the reader may replace them. */
-const isWithheld = (type: number | undefined): boolean =>
-  type === Backend.ErrorResponse || type === Backend.NoticeResponse
+/** The rare messages read whole: ErrorResponse, NoticeResponse, ParameterStatus. */
+const INSPECTED_TYPES = typeTable([
+  Backend.ErrorResponse,
+  Backend.NoticeResponse,
+  Backend.ParameterStatus,
+])
+/** What the framer gathers is decided at each message's header (started). */
+const NO_TYPE = new Uint8Array(256)
 
 /**
  * Reads a whole inspected message; for an ErrorResponse or NoticeResponse it may return the
@@ -23,145 +24,128 @@ const isWithheld = (type: number | undefined): boolean =>
 export type OnServerMessage = (message: Buffer) => Buffer | undefined
 
 /**
- * Follows message boundaries in the server→client stream without decoding it, so the proxy
- * knows whether it may append a message of its own (after the upstream dies) and can read the
- * rare ErrorResponse, NoticeResponse and ParameterStatus. `scan` returns the bytes to forward:
- * the chunk itself, except that an ErrorResponse or NoticeResponse (and a header split across
- * chunks) is held back until it is whole, and then forwarded as it is or as the reader replaced
- * it.
+ * Follows message boundaries in the server→client stream (with the server framer) without
+ * decoding it, so the proxy knows whether it may append a message of its own (after the
+ * upstream dies) and can read the rare ErrorResponse, NoticeResponse and ParameterStatus.
+ * `scan` returns the bytes to forward: the chunk itself, except that a message read is held
+ * back until it is whole, and then forwarded as it is or as the reader replaced it.
  */
 export class BackendScanner {
-  private remaining = 0
-  private readonly stash = Buffer.alloc(HEADER_BYTES)
-  private stashLength = 0
-  private held: Buffer | null = null
-  private heldLength = 0
-  /** The current message is held back from the client (isWithheld). */
-  private withholding = false
+  private readonly framer: MessageFramer
+  private readonly out = new ForwardedBytes()
   /** A NoticeResponse was replaced: a CommandComplete right after it is dropped. */
   private dropCompletion = false
-  /** The next body byte is a ReadyForQuery's transaction status. */
-  private statusNext = false
 
   constructor(
     private readonly onMessage: OnServerMessage,
     private readonly onReadyForQuery?: (status: number) => void,
-  ) {}
+    /** The server broke the protocol (a length below four): nothing more is forwarded. */
+    onInvalid: (error: PgError) => void = (error) => {
+      throw error
+    },
+  ) {
+    this.framer = new MessageFramer(
+      {
+        forward: (bytes) => this.out.add(bytes),
+        intercept: (message) => this.read(message),
+        fail: onInvalid,
+        started: (bytes, pos, end) => this.started(bytes, pos, end),
+      },
+      MAX_INSPECTED_MESSAGE,
+      NO_TYPE,
+      FROM_SERVER,
+    )
+  }
 
   /** True when the bytes seen so far end exactly at a message boundary. */
   atBoundary(): boolean {
-    return this.remaining === 0 && this.stashLength === 0
+    return this.framer.atBoundary()
   }
 
   scan(chunk: Buffer): Buffer {
-    const out = new Output(chunk)
-    let pos = 0
-    const end = chunk.length
-    if (this.stashLength > 0) {
-      const need = HEADER_BYTES - this.stashLength
-      if (end < need) {
-        chunk.copy(this.stash, this.stashLength)
-        this.stashLength += end
-        return NOTHING
-      }
-      const stashed = Buffer.from(this.stash.subarray(0, this.stashLength))
-      chunk.copy(this.stash, this.stashLength, 0, need)
-      this.stashLength = 0
-      this.begin(this.stash, 0)
-      if (this.held !== null) this.stash.copy(this.held, 0, 0, HEADER_BYTES)
-      this.heldLength = HEADER_BYTES
-      this.remaining -= HEADER_BYTES
-      pos = need
-      if (this.withholding) out.skipTo(pos)
-      else out.push(stashed)
-      if (this.remaining === 0 && this.held !== null) this.complete(out, pos)
-    }
-    while (pos < end) {
-      if (this.remaining > 0) {
-        const take = Math.min(this.remaining, end - pos)
-        // A ReadyForQuery's status is its last byte.
-        if (this.statusNext && take === this.remaining) this.readStatus(chunk[pos + take - 1]!)
-        this.remaining -= take
-        pos += take
-        if (this.withholding) out.skipTo(pos)
-        // Counted first: a reader of the message sees the stream at its end (at a boundary).
-        if (this.held !== null) this.collect(chunk, pos - take, take, out)
-      } else if (end - pos < HEADER_BYTES) {
-        out.flushTo(pos)
-        out.skipTo(end)
-        chunk.copy(this.stash, 0, pos, end)
-        this.stashLength = end - pos
-        break
-      } else {
-        this.begin(chunk, pos)
-        if (this.withholding) out.flushTo(pos)
-        this.heldLength = 0
-      }
-    }
-    return out.result()
+    this.out.start(chunk)
+    this.framer.push(chunk)
+    return this.out.take()
   }
 
-  private readStatus(status: number): void {
-    this.statusNext = false
-    this.onReadyForQuery?.(status)
-  }
-
-  private begin(bytes: Buffer, pos: number): void {
-    this.statusNext = bytes[pos] === Backend.ReadyForQuery
-    const total = bytes.readUInt32BE(pos + 1) + 1
-    this.remaining = total
-    const dropped = this.dropCompletion && bytes[pos] === Backend.CommandComplete
+  /** At each message's header: whether the framer gathers it whole for read(). */
+  private started(bytes: Buffer, pos: number, end: number): void {
+    const type = bytes[pos]!
+    let gathered = INSPECTED_TYPES[type] === 1
+    if (type === Backend.CommandComplete) gathered = this.dropCompletion
+    else if (type === Backend.ReadyForQuery) {
+      // Its status byte: read here when the chunk holds it, else once the message is gathered.
+      gathered = end - pos <= HEADER_BYTES
+      if (!gathered) this.onReadyForQuery?.(bytes[pos + HEADER_BYTES]!)
+    }
     this.dropCompletion = false
-    const inspected = (dropped || isInspected(bytes[pos])) && total <= MAX_INSPECTED_MESSAGE
-    this.held = inspected ? Buffer.allocUnsafe(total) : null
-    this.withholding = inspected && (dropped || isWithheld(bytes[pos]))
+    this.framer.interceptTypes = gathered ? EVERY_TYPE : NO_TYPE
   }
 
-  private collect(chunk: Buffer, pos: number, take: number, out: Output): void {
-    chunk.copy(this.held!, this.heldLength, pos, pos + take)
-    this.heldLength += take
-    if (this.heldLength === this.held!.length) this.complete(out, pos + take)
-  }
-
-  /** The held message is whole: read it, and forward it (or its replacement) if it was held. */
-  private complete(out: Output, pos: number): void {
-    const held = this.held!
-    this.held = null
-    const dropped = held[0] === Backend.CommandComplete
-    const replacement = dropped ? NOTHING : this.onMessage(held)
-    this.dropCompletion = held[0] === Backend.NoticeResponse && replacement !== undefined
-    if (!this.withholding) return
-    this.withholding = false
-    out.push(replacement ?? held)
-    out.skipTo(pos)
+  /** A whole message read; the framer stands at its end (at a boundary) for the reader. */
+  private read(message: Buffer): void {
+    const type = message[0]
+    // A CommandComplete is gathered only right after a replaced NoticeResponse: dropped.
+    if (type === Backend.CommandComplete) return
+    if (type === Backend.ReadyForQuery) {
+      this.onReadyForQuery?.(message[HEADER_BYTES]!)
+      return this.out.add(message)
+    }
+    const replacement = this.onMessage(message)
+    this.dropCompletion = type === Backend.NoticeResponse && replacement !== undefined
+    this.out.add(replacement ?? message)
   }
 }
 
-/** The bytes scan forwards: runs of the chunk, and held messages in their place. */
-class Output {
+/**
+ * The bytes one scan forwards: runs of the chunk, adjacent views joined into one (a message read
+ * and passed on unchanged does not split its chunk), and copies or replacements in their place.
+ */
+class ForwardedBytes {
   private readonly pieces: Buffer[] = []
+  private chunk: Buffer = NOTHING
+  /** The run of the chunk not yet in pieces. */
   private from = 0
+  private to = 0
 
-  constructor(private readonly chunk: Buffer) {}
-
-  /** The chunk's bytes up to `pos` are forwarded. */
-  flushTo(pos: number): void {
-    if (pos > this.from) this.pieces.push(this.chunk.subarray(this.from, pos))
-    this.from = Math.max(this.from, pos)
+  start(chunk: Buffer): void {
+    this.chunk = chunk
+    this.from = this.to = 0
   }
 
-  /** The chunk's bytes up to `pos` are held (or dropped). */
-  skipTo(pos: number): void {
-    this.from = Math.max(this.from, pos)
+  add(bytes: Buffer): void {
+    const { chunk } = this
+    const offset = bytes.byteOffset - chunk.byteOffset
+    const inChunk =
+      bytes.buffer === chunk.buffer && offset >= 0 && offset + bytes.length <= chunk.length
+    if (inChunk && offset === this.to) {
+      this.to += bytes.length
+      return
+    }
+    this.flushRun()
+    if (!inChunk) return void this.pieces.push(bytes)
+    this.from = offset
+    this.to = offset + bytes.length
   }
 
-  push(bytes: Buffer): void {
-    this.pieces.push(bytes)
+  take(): Buffer {
+    // The usual case: the chunk itself, as it came.
+    if (this.from === 0 && this.to === this.chunk.length && this.pieces.length === 0) {
+      const chunk = this.chunk
+      this.chunk = NOTHING
+      return chunk
+    }
+    this.flushRun()
+    const { pieces } = this
+    const bytes =
+      pieces.length === 1 ? pieces[0]! : pieces.length === 0 ? NOTHING : Buffer.concat(pieces)
+    pieces.length = 0
+    this.chunk = NOTHING
+    return bytes
   }
 
-  result(): Buffer {
-    this.flushTo(this.chunk.length)
-    if (this.pieces.length === 1) return this.pieces[0]!
-    return this.pieces.length === 0 ? NOTHING : Buffer.concat(this.pieces)
+  private flushRun(): void {
+    if (this.to > this.from) this.pieces.push(this.chunk.subarray(this.from, this.to))
+    this.from = this.to
   }
 }

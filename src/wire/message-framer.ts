@@ -4,7 +4,10 @@ import { PgError } from './error-response.js'
 export interface FrameSink {
   /** Bytes to pass on as they are: a view of the input, valid only until it is written. */
   forward(bytes: Buffer): void
-  /** One whole message of an intercepted type, header included. */
+  /**
+   * One whole message of an intercepted type, header included: a view of the input (valid only
+   * until it is written), or a copy when it came in pieces.
+   */
   intercept(message: Buffer): void
   /** The stream broke the protocol; nothing more will be delivered. */
   fail(error: PgError): void
@@ -12,11 +15,37 @@ export interface FrameSink {
   started?(bytes: Buffer, pos: number, end: number): void
 }
 
+/** Which side sends a stream, and so how the framer checks its headers. */
+export interface Sender {
+  /** The name its errors give its messages. */
+  readonly name: 'frontend' | 'backend'
+  /** 256 flags: 1 for the message types it may send. */
+  readonly types: Uint8Array
+  /**
+   * A message longer than maxMessageBytes: true, it passes on without being intercepted (a
+   * server's: none that large is ever one pgfence reads); false, it breaks the protocol (a
+   * client's, refused before anything is buffered for it).
+   */
+  readonly passesOversized: boolean
+}
+
+/** Every byte as a message type: intercepting all of them frames a stream into whole messages. */
+export const EVERY_TYPE: Uint8Array = new Uint8Array(256).fill(1)
+
+export const FROM_CLIENT: Sender = {
+  name: 'frontend',
+  types: FRONTEND_TYPES,
+  passesOversized: false,
+}
+/** The server is trusted with its types; only its lengths are checked. */
+export const FROM_SERVER: Sender = { name: 'backend', types: EVERY_TYPE, passesOversized: true }
+
 /**
- * Splits the client→server byte stream into messages without copying it: runs of messages the
- * proxy does not inspect are handed on as views of the input chunk, so a large CopyData or Bind
- * streams through without being buffered. Only intercepted types (Query, Parse) are gathered
- * whole. Every length is checked before anything is allocated for it.
+ * Splits a byte stream into messages without copying it: runs of messages the proxy does not
+ * inspect are handed on as views of the input chunk, so a large CopyData, Bind or DataRow
+ * streams through without being buffered. Only intercepted types are gathered whole (copied
+ * only when split across chunks). Every length is checked before anything is allocated for it.
+ * One framer serves both directions: `sender` says whose stream it is.
  */
 export class MessageFramer {
   /** Bytes of a pass-through message that are still to come. */
@@ -27,28 +56,48 @@ export class MessageFramer {
   /** An intercepted message split across chunks. */
   private held: Buffer | null = null
   private heldLength = 0
-  private failed = false
+  /** The stream failed, or the sink stopped framing: nothing more is delivered. */
+  private stopped = false
+  /** The sink's callbacks, read from the framer's own fields: sinks come in many shapes. */
+  private readonly forward: FrameSink['forward']
+  private readonly intercept: FrameSink['intercept']
+  private readonly started: FrameSink['started']
+  private readonly failed: FrameSink['fail']
 
   constructor(
-    private readonly sink: FrameSink,
-    /** Both may change between messages (a config reload). */
+    sink: FrameSink,
+    /** Both may change between messages (a config reload, a sink's own choice). */
     public maxMessageBytes: number,
     /** 256 flags: 1 for message types to intercept. */
     public interceptTypes: Uint8Array,
-  ) {}
+    private readonly sender: Sender,
+  ) {
+    this.forward = sink.forward.bind(sink)
+    this.intercept = sink.intercept.bind(sink)
+    this.started = sink.started?.bind(sink)
+    this.failed = sink.fail.bind(sink)
+  }
 
   /** True when the bytes seen so far end exactly at a message boundary. */
   atBoundary(): boolean {
     return this.passRemaining === 0 && this.stashLength === 0 && this.held === null
   }
 
-  push(chunk: Buffer): void {
-    if (this.failed) return
+  /**
+   * Called from intercept: framing ends after the message given, and push returns where it
+   * ended (the rest of the stream is someone else's to read).
+   */
+  stop(): void {
+    this.stopped = true
+  }
+
+  /** Frames a chunk; returns how far: all of it, unless the stream failed or stop() was called. */
+  push(chunk: Buffer): number {
+    if (this.stopped) return 0
     let pos = this.stashLength > 0 ? this.completeStashedHeader(chunk) : 0
-    if (pos < 0) return
     let runStart = pos
     const end = chunk.length
-    while (pos < end) {
+    while (pos < end && !this.stopped) {
       if (this.passRemaining > 0) {
         const take = Math.min(this.passRemaining, end - pos)
         this.passRemaining -= take
@@ -60,16 +109,16 @@ export class MessageFramer {
         this.forwardRun(chunk, runStart, pos)
         chunk.copy(this.stash, 0, pos, end)
         this.stashLength = end - pos
-        return
+        return end
       } else {
         const total = this.checkHeader(chunk, pos)
-        if (total < 0) return this.forwardRun(chunk, runStart, pos)
-        this.sink.started?.(chunk, pos, end)
-        if (this.interceptTypes[chunk[pos]!] === 1) {
-          this.forwardRun(chunk, runStart, pos)
+        if (total < 0) break
+        this.started?.(chunk, pos, end)
+        if (this.intercepts(chunk[pos]!, total)) {
+          if (pos > runStart) this.forwardRun(chunk, runStart, pos)
           if (end - pos >= total) {
-            this.sink.intercept(chunk.subarray(pos, pos + total))
             pos += total
+            this.intercept(chunk.subarray(pos - total, pos))
           } else {
             this.startHeld(total)
             pos = this.fillHeld(chunk, pos)
@@ -84,9 +133,10 @@ export class MessageFramer {
       }
     }
     this.forwardRun(chunk, runStart, pos)
+    return pos
   }
 
-  /** Finishes a header split across chunks; returns where the chunk's own bytes resume, -1 on failure. */
+  /** Finishes a header split across chunks; returns where the chunk's own bytes resume. */
   private completeStashedHeader(chunk: Buffer): number {
     const need = HEADER_BYTES - this.stashLength
     if (chunk.length < need) {
@@ -97,15 +147,15 @@ export class MessageFramer {
     chunk.copy(this.stash, this.stashLength, 0, need)
     this.stashLength = 0
     const total = this.checkHeader(this.stash, 0)
-    if (total < 0) return -1
-    this.sink.started?.(this.stash, 0, HEADER_BYTES)
-    if (this.interceptTypes[this.stash[0]!] === 1) {
+    if (total < 0) return 0
+    this.started?.(this.stash, 0, HEADER_BYTES)
+    if (this.intercepts(this.stash[0]!, total)) {
       this.startHeld(total)
       this.stash.copy(this.held!, 0)
       this.heldLength = HEADER_BYTES
       return this.fillHeld(chunk, need)
     }
-    this.sink.forward(Buffer.from(this.stash))
+    this.forward(Buffer.from(this.stash))
     this.passRemaining = total - HEADER_BYTES
     return need
   }
@@ -114,13 +164,17 @@ export class MessageFramer {
   private checkHeader(bytes: Buffer, pos: number): number {
     const type = bytes[pos]!
     const length = bytes.readUInt32BE(pos + 1)
-    if (FRONTEND_TYPES[type] !== 1) {
-      return this.fail(new PgError('08P01', `invalid frontend message type ${type}`))
-    }
-    if (length < 4 || length > this.maxMessageBytes - 1) {
+    const sender = this.sender
+    if (sender.types[type] !== 1)
+      return this.fail(new PgError('08P01', `invalid ${sender.name} message type ${type}`))
+    if (length < 4 || (length > this.maxMessageBytes - 1 && !sender.passesOversized)) {
       return this.fail(new PgError('08P01', `invalid message length ${length}`))
     }
     return length + 1
+  }
+
+  private intercepts(type: number, total: number): boolean {
+    return this.interceptTypes[type] === 1 && total <= this.maxMessageBytes
   }
 
   private startHeld(total: number): void {
@@ -135,19 +189,19 @@ export class MessageFramer {
     this.heldLength += take
     if (this.heldLength === held.length) {
       this.held = null
-      this.sink.intercept(held)
+      this.intercept(held)
     }
     return pos + take
   }
 
   private forwardRun(chunk: Buffer, start: number, end: number): void {
-    if (start === 0 && end === chunk.length) this.sink.forward(chunk)
-    else if (end > start) this.sink.forward(chunk.subarray(start, end))
+    if (end <= start) return
+    this.forward(start === 0 && end === chunk.length ? chunk : chunk.subarray(start, end))
   }
 
   private fail(error: PgError): -1 {
-    this.failed = true
-    this.sink.fail(error)
+    this.stopped = true
+    this.failed(error)
     return -1
   }
 }

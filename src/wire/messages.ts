@@ -7,7 +7,7 @@ import {
   CANCEL_REQUEST_LENGTH,
   Frontend,
   HEADER_BYTES,
-  IDLE_STATUS,
+  TransactionStatus,
 } from './protocol.js'
 
 const cstring = (text: string): Buffer => Buffer.from(`${text}\0`, 'utf8')
@@ -67,7 +67,7 @@ export function cancelRequest(key: BackendKey): Buffer {
   return request
 }
 
-export const readyForQuery = (status = 'I'): Buffer =>
+export const readyForQuery = (status: TransactionStatus = TransactionStatus.Idle): Buffer =>
   typedMessage(Backend.ReadyForQuery, Buffer.from(status, 'latin1'))
 
 export const emptyQueryResponse = (): Buffer => typedMessage(Backend.EmptyQueryResponse)
@@ -171,6 +171,6 @@ export function greeting(head: Buffer, statuses: Buffer, key: BackendKey): Buffe
   pos += BACKEND_KEY_DATA_LENGTH
   out[pos] = Backend.ReadyForQuery
   out.writeUInt32BE(READY_FOR_QUERY_LENGTH - 1, pos + 1)
-  out[pos + HEADER_BYTES] = IDLE_STATUS
+  out.write(TransactionStatus.Idle, pos + HEADER_BYTES, 'latin1')
   return out
 }

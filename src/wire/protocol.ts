@@ -57,8 +57,18 @@ export const AUTH_SASL_FINAL = 12
 export const SSL_ACCEPTED = 0x53 // S
 export const SSL_REFUSED = 0x4e // N
 
-/** The transaction status ReadyForQuery carries when no transaction is open. */
-export const IDLE_STATUS = 0x49 // I
+/** The transaction status a ReadyForQuery carries: its one body byte, as a letter. */
+export const TransactionStatus = {
+  Idle: 'I',
+  InTransaction: 'T',
+  /** In a transaction that failed: every statement is refused until it ends. */
+  Failed: 'E',
+} as const
+export type TransactionStatus = (typeof TransactionStatus)[keyof typeof TransactionStatus]
+
+/** The status a ReadyForQuery's status byte stands for (PostgreSQL sends no other letters). */
+export const transactionStatus = (byte: number): TransactionStatus =>
+  String.fromCharCode(byte) as TransactionStatus
 
 /** What a Close or Describe names: a prepared statement (the other kind is a portal, 'P'). */
 export const STATEMENT_TARGET = 0x53 // S
@@ -81,9 +91,14 @@ export const FRONTEND_TYPE_CHARS = String.fromCharCode(
   Frontend.Terminate,
 )
 
-/** A 256-entry table: is this byte a message type a client may send? */
-export const FRONTEND_TYPES: Uint8Array = (() => {
+/** A 256-entry table of message types: 1 for each of `types`. */
+export function typeTable(types: Iterable<number>): Uint8Array {
   const table = new Uint8Array(256)
-  for (const type of FRONTEND_TYPE_CHARS) table[type.charCodeAt(0)] = 1
+  for (const type of types) table[type] = 1
   return table
-})()
+}
+
+/** A 256-entry table: is this byte a message type a client may send? */
+export const FRONTEND_TYPES: Uint8Array = typeTable(
+  Array.from(FRONTEND_TYPE_CHARS, (type) => type.charCodeAt(0)),
+)

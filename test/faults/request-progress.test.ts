@@ -6,6 +6,7 @@ import { cutError } from '../../src/session/cut-outcome.js'
 import { nativeRelayModule, relaySession, type NativeRelay } from '../../src/relay/native-relay.js'
 import { RequestTracker, type RequestProgress } from '../../src/relay/request-progress.js'
 import { parse, query, sync, typed } from '../wire/frames.js'
+import type { TransactionStatus } from '../../src/wire/protocol.js'
 
 const bind = (statement: string) =>
   typed('B', Buffer.from(`\0${statement}\0\0\0\0\0\0\0`, 'latin1'))
@@ -57,7 +58,7 @@ describe('RequestTracker', () => {
 })
 
 describe('cutError', () => {
-  const progress = (outstanding: number, status: string, mayCommit = false) => ({
+  const progress = (outstanding: number, status: TransactionStatus, mayCommit = false) => ({
     outstanding,
     status,
     mayCommit,

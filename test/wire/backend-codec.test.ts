@@ -108,6 +108,28 @@ describe('BackendScanner', () => {
     expect(scanner.scan(dataRow.subarray(0, 7)).equals(dataRow.subarray(0, 7))).toBe(true)
   })
 
+  it('forwards a chunk whose messages were read and kept as a view of it, not a copy', () => {
+    const scanner = new BackendScanner(() => undefined)
+    const forwarded = scanner.scan(stream)
+    expect(forwarded.equals(stream)).toBe(true)
+    expect(forwarded.buffer).toBe(stream.buffer)
+  })
+
+  it('reports a length below four and forwards nothing after it, at every split', () => {
+    const broken = Buffer.concat([dataRow, Buffer.from([0x44, 0, 0, 0, 2]), dataRow])
+    for (const chunks of splits(broken)) {
+      const errors: string[] = []
+      const scanner = new BackendScanner(
+        () => undefined,
+        undefined,
+        (error) => void errors.push(error.message),
+      )
+      const out = Buffer.concat(chunks.map((chunk) => scanner.scan(chunk)))
+      expect(errors).toEqual(['invalid message length 2'])
+      expect(out.equals(dataRow)).toBe(true)
+    }
+  })
+
   it('knows when it stands inside a message', () => {
     for (let cut = 1; cut < dataRow.length; cut++) {
       const scanner = new BackendScanner(() => undefined)
