@@ -117,8 +117,9 @@ static int contains_needle(const relay_t *r, const uint8_t *text, size_t n) {
 /* Query and Parse need the rewriter only when they can name a fenced table; a named Parse
  * always goes (transaction pooling keeps the client's named statements; they are made once). */
 static int wants_message(const relay_t *r, const uint8_t *message, size_t n) {
-  if (r->needles == NULL || (message[0] != 'Q' && message[0] != 'P')) return 1;
-  if (message[0] == 'P' && n > HEADER_BYTES && message[HEADER_BYTES] != 0) return 1;
+  uint8_t type = message[0];
+  if (r->needles == NULL || (type != FRONTEND_QUERY && type != FRONTEND_PARSE)) return 1;
+  if (type == FRONTEND_PARSE && n > HEADER_BYTES && message[HEADER_BYTES] != 0) return 1;
   return contains_needle(r, message + HEADER_BYTES, n - HEADER_BYTES);
 }
 
@@ -383,7 +384,7 @@ static int deliver_cached_query(relay_t *r, batch_t *b, const uint8_t *message, 
 
 static int deliver(relay_t *r, batch_t *b, const uint8_t *message, size_t n, uint8_t *owned) {
   if (!wants_message(r, message, n)) return batch_add(&r->server, b, message, n, owned);
-  if (message[0] == 'Q' && r->queries) {
+  if (message[0] == FRONTEND_QUERY && r->queries) {
     int status = deliver_cached_query(r, b, message, n, owned);
     if (status != ASK_JS) return status;
   }
@@ -448,7 +449,7 @@ static int is_warning(const uint8_t *message, size_t n) {
 static int report_server_message(void *ctx, const uint8_t *message, size_t n, int withheld) {
   burst_t *burst = ctx;
   relay_t *r = burst->relay;
-  if (message[0] == 'N' && !is_warning(message, n))
+  if (message[0] == BACKEND_NOTICE_RESPONSE && !is_warning(message, n))
     return batch_add_copy(&r->client, burst->batch, message, n);
   napi_handle_scope scope;
   napi_open_handle_scope(r->env, &scope);
@@ -486,7 +487,8 @@ static const server_sink_t from_server = {server_forward, report_server_message,
 /* Idle outside a transaction: every request answered, nothing sent since (a Parse without its
  * Sync opens one), nothing half sent either way. */
 static int relay_idle(const relay_t *r) {
-  return r->progress.outstanding == 0 && !r->progress.unsynced && r->progress.status == 'I' &&
+  const progress_t *p = &r->progress;
+  return p->outstanding == 0 && !p->unsynced && p->status == IDLE_STATUS &&
          at_boundary(&r->from_client.state) && at_boundary(&r->from_server);
 }
 
@@ -709,12 +711,12 @@ static int bool_named(napi_env env, napi_value object, const char *name) {
  * mayCommit, namedCommit, unsynced }, as progress() gives them): it goes on from there. */
 static void carry_progress(napi_env env, napi_value carried, progress_t *p) {
   int32_t outstanding = 0;
-  char status[2] = {'I', 0};
+  char status[2] = {IDLE_STATUS, 0};
   size_t len;
   napi_get_value_int32(env, get_named(env, carried, "outstanding"), &outstanding);
   napi_get_value_string_latin1(env, get_named(env, carried, "status"), status, sizeof status, &len);
   p->outstanding = outstanding > 0 ? (uint32_t)outstanding : 0;
-  p->status = status[0] ? (uint8_t)status[0] : 'I';
+  p->status = status[0] ? (uint8_t)status[0] : IDLE_STATUS;
   p->may_commit = bool_named(env, carried, "mayCommit");
   p->named_commit = bool_named(env, carried, "namedCommit");
   p->unsynced = bool_named(env, carried, "unsynced");
