@@ -1,7 +1,10 @@
 /**
  * Writes the C headers of the native relay that state facts the TypeScript sources define, so
  * that src/native writes none of them again:
- *   protocol-codes.h   every numeric constant of src/wire/protocol.ts (message codes, sizes).
+ *   protocol-codes.h   every numeric constant of src/wire/protocol.ts (message codes, sizes);
+ *   carried-progress.h the fields of a session's request progress that one relay hands the
+ *                      other (CARRIED_FIELDS in src/relay/request-progress.ts), with what each
+ *                      means, as an X-macro that declares and converts them.
  * The headers are committed, so that the addon builds at install without TypeScript; a test
  * regenerates them and fails when they differ.
  *
@@ -114,5 +117,51 @@ function protocolCodes() {
   return guarded('protocol-codes.h', 'src/wire/protocol.ts', body)
 }
 
+/** How each TypeScript type of a carried field is kept in C (session-progress.h). */
+function kindOf(type) {
+  if (type.kind === ts.SyntaxKind.NumberKeyword) return 'COUNT'
+  if (type.kind === ts.SyntaxKind.BooleanKeyword) return 'FLAG'
+  // A string, or a type of strings: one letter, a byte in C.
+  if (type.kind === ts.SyntaxKind.StringKeyword || ts.isTypeReferenceNode(type)) return 'LETTER'
+  throw new Error(`a carried field of type ${type.getText()}: say how C keeps it`)
+}
+
+function carriedProgress() {
+  const path = 'src/relay/request-progress.ts'
+  const source = sourceFile(path)
+  const progress = source.statements.find(
+    (s) => ts.isInterfaceDeclaration(s) && s.name.text === 'RequestProgress',
+  )
+  const list = source.statements
+    .filter(ts.isVariableStatement)
+    .flatMap((s) => s.declarationList.declarations)
+    .find((d) => d.name.getText(source) === 'CARRIED_FIELDS')
+  if (!progress || !list) throw new Error(`${path}: RequestProgress or CARRIED_FIELDS is gone`)
+  const names = list.initializer.expression.elements.map((element) => element.text)
+  const fields = names.map((name) => {
+    const member = progress.members.find((m) => m.name.getText(source) === name)
+    if (!member) throw new Error(`${path}: RequestProgress has no ${name}`)
+    const cName = name.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`)
+    return { name, cName, kind: kindOf(member.type), doc: docOf(member) }
+  })
+  const body = [
+    ...comment(
+      `What a relay taking a session over goes on from: the fields of RequestProgress in
+      CARRIED_FIELDS, as KIND(JavaScript name, progress_t member), where KIND says how C keeps
+      the field: COUNT (a JavaScript number, uint32_t), LETTER (a one-letter string, a byte),
+      FLAG (a boolean, a byte). What they mean:`,
+    ).slice(0, -1),
+    ...fields.flatMap(({ cName, doc }) => commentLines(`${cName}: ${doc}`, ' *   ')),
+    ' */',
+    '#define CARRIED_PROGRESS(COUNT, LETTER, FLAG) \\',
+    ...fields.map(({ name, cName, kind }, i) => {
+      const more = i < fields.length - 1 ? ' \\' : ''
+      return `  ${kind}("${name}", ${cName})${more}`
+    }),
+  ]
+  return guarded('carried-progress.h', path, body)
+}
+
 const directory = process.argv[2] ?? join(root, 'src/native')
 writeFileSync(join(directory, 'protocol-codes.h'), protocolCodes())
+writeFileSync(join(directory, 'carried-progress.h'), carriedProgress())

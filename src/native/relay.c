@@ -701,25 +701,40 @@ static void set_number(napi_env env, napi_value object, const char *name, double
   napi_set_named_property(env, object, name, value);
 }
 
+static uint32_t count_named(napi_env env, napi_value object, const char *name) {
+  int32_t value = 0;
+  napi_get_value_int32(env, get_named(env, object, name), &value);
+  return value > 0 ? (uint32_t)value : 0;
+}
+
+static uint8_t letter_named(napi_env env, napi_value object, const char *name) {
+  char letter[2] = {0, 0};
+  size_t len;
+  napi_get_value_string_latin1(env, get_named(env, object, name), letter, sizeof letter, &len);
+  return (uint8_t)letter[0];
+}
+
 static int bool_named(napi_env env, napi_value object, const char *name) {
   bool value = false;
   napi_get_value_bool(env, get_named(env, object, name), &value);
   return value;
 }
 
-/* Where the session's requests stood when the relay took it over ({ outstanding, status,
- * mayCommit, namedCommit, unsynced }, as progress() gives them): it goes on from there. */
+/* Where the session's requests stood when the relay took it over (CarriedProgress, as
+ * progress() gives it): it goes on from there. */
 static void carry_progress(napi_env env, napi_value carried, progress_t *p) {
-  int32_t outstanding = 0;
-  char status[2] = {IDLE_STATUS, 0};
-  size_t len;
-  napi_get_value_int32(env, get_named(env, carried, "outstanding"), &outstanding);
-  napi_get_value_string_latin1(env, get_named(env, carried, "status"), status, sizeof status, &len);
-  p->outstanding = outstanding > 0 ? (uint32_t)outstanding : 0;
-  p->status = status[0] ? (uint8_t)status[0] : IDLE_STATUS;
-  p->may_commit = bool_named(env, carried, "mayCommit");
-  p->named_commit = bool_named(env, carried, "namedCommit");
-  p->unsynced = bool_named(env, carried, "unsynced");
+#define READ_COUNT(name, member) p->member = count_named(env, carried, name);
+#define READ_LETTER(name, member) p->member = letter_named(env, carried, name);
+#define READ_FLAG(name, member) p->member = bool_named(env, carried, name);
+  CARRIED_PROGRESS(READ_COUNT, READ_LETTER, READ_FLAG)
+#undef READ_COUNT
+#undef READ_LETTER
+#undef READ_FLAG
+}
+
+static void set_letter(napi_env env, napi_value object, const char *name, uint8_t letter) {
+  char text[2] = {(char)letter, 0};
+  napi_set_named_property(env, object, name, string_value(env, text));
 }
 
 static void set_bool(napi_env env, napi_value object, const char *name, int flag) {
@@ -728,9 +743,9 @@ static void set_bool(napi_env env, napi_value object, const char *name, int flag
   napi_set_named_property(env, object, name, value);
 }
 
-/* progress(): { outstanding, status, mayCommit, namedCommit, unsynced, quietMs, transactions }:
- * where the session's requests stand (session-progress.h), for timeouts, for what to tell a
- * client the proxy cuts off, and for the relay that carries the session on. */
+/* progress(): RequestProgress, the carried fields and { quietMs, transactions }: where the
+ * session's requests stand (session-progress.h), for timeouts, for what to tell a client the
+ * proxy cuts off, and for the relay that carries the session on. */
 static napi_value js_progress(napi_env env, napi_callback_info info) {
   napi_value self, result;
   relay_t *r;
@@ -738,13 +753,14 @@ static napi_value js_progress(napi_env env, napi_callback_info info) {
   CHECK(napi_unwrap(env, self, (void **)&r));
   const progress_t *p = &r->progress;
   CHECK(napi_create_object(env, &result));
-  set_number(env, result, "outstanding", p->outstanding);
+#define WRITE_COUNT(name, member) set_number(env, result, name, p->member);
+#define WRITE_LETTER(name, member) set_letter(env, result, name, p->member);
+#define WRITE_FLAG(name, member) set_bool(env, result, name, p->member);
+  CARRIED_PROGRESS(WRITE_COUNT, WRITE_LETTER, WRITE_FLAG)
+#undef WRITE_COUNT
+#undef WRITE_LETTER
+#undef WRITE_FLAG
   set_number(env, result, "transactions", (double)p->transactions);
-  char status[2] = {(char)p->status, 0};
-  napi_set_named_property(env, result, "status", string_value(env, status));
-  set_bool(env, result, "mayCommit", p->may_commit);
-  set_bool(env, result, "namedCommit", p->named_commit);
-  set_bool(env, result, "unsynced", p->unsynced);
   set_number(env, result, "quietMs", r->stopped ? 0 : (double)(loop_now(r) - p->progress_at));
   return result;
 }

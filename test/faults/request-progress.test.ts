@@ -4,7 +4,11 @@ import { serialize } from 'pg-protocol'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { cutError } from '../../src/session/cut-outcome.js'
 import { nativeRelayModule, relaySession, type NativeRelay } from '../../src/relay/native-relay.js'
-import { RequestTracker, type RequestProgress } from '../../src/relay/request-progress.js'
+import {
+  carriedOf,
+  RequestTracker,
+  type RequestProgress,
+} from '../../src/relay/request-progress.js'
 import { parse, query, sync, typed } from '../wire/frames.js'
 
 const bind = (statement: string) =>
@@ -188,15 +192,6 @@ class RelayedPair {
   }
 }
 
-/** What both trackers must agree on (the clock and the transaction count aside). */
-const carried = ({ outstanding, status, mayCommit, namedCommit, unsynced }: RequestProgress) => ({
-  outstanding,
-  status,
-  mayCommit,
-  namedCommit,
-  unsynced,
-})
-
 function feed(tracker: RequestTracker, step: Step): void {
   if ('client' in step) {
     for (const message of step.client) tracker.clientMessage(message, 0, message.length)
@@ -233,9 +228,9 @@ describe('the native relay follows requests as RequestTracker does', () => {
 
   it.each(Object.entries(sequences))('%s: the same state after each step', async (_, steps) => {
     const tracker = new RequestTracker()
-    const expected = steps.map((step) => (feed(tracker, step), carried(tracker.snapshot())))
+    const expected = steps.map((step) => (feed(tracker, step), carriedOf(tracker.snapshot())))
     const native = await relayed(steps, new RequestTracker().snapshot())
-    expect(native.map(carried)).toEqual(expected)
+    expect(native.map(carriedOf)).toEqual(expected)
   })
 
   it.each(Object.entries(sequences).filter(([, steps]) => steps.length > 1))(
@@ -243,16 +238,16 @@ describe('the native relay follows requests as RequestTracker does', () => {
     async (_, steps) => {
       for (let at = 1; at < steps.length; at++) {
         const whole = new RequestTracker()
-        const expected = steps.map((step) => (feed(whole, step), carried(whole.snapshot())))
+        const expected = steps.map((step) => (feed(whole, step), carriedOf(whole.snapshot())))
         // JavaScript first, then the native relay from where it stood.
         const before = new RequestTracker()
         for (const step of steps.slice(0, at)) feed(before, step)
         const native = await relayed(steps.slice(at), before.snapshot())
-        expect(native.map(carried)).toEqual(expected.slice(at))
+        expect(native.map(carriedOf)).toEqual(expected.slice(at))
         // And back: JavaScript resumes from the native relay's state.
         const resumed = new RequestTracker()
         resumed.resume(native.at(-1)!)
-        expect(carried(resumed.snapshot())).toEqual(expected.at(-1))
+        expect(carriedOf(resumed.snapshot())).toEqual(expected.at(-1))
       }
     },
   )
