@@ -259,33 +259,40 @@ static int flush_out(side_t *s) {
 
 /* ---- client → server ---- */
 
-/* A whole intercepted message: JavaScript returns the bytes to send instead (a Buffer), or
- * undefined to send it as it is. `owned` is the message's heap copy, if it has one. */
-static int deliver_to_js(relay_t *r, batch_t *b, const uint8_t *message, size_t n,
-                         uint8_t *owned) {
+/* What JavaScript made of a message offered to it. */
+enum offered { THREW = -2, KEPT = 0, REPLACED = 1 };
+
+/* Hands a whole message to a JavaScript function. Given `to`, a Buffer the function returns
+ * goes into the batch for `to` in the message's place (REPLACED); anything else leaves the
+ * message as it is (KEPT). THREW: the function threw; -1: memory ran out. */
+static int offer_message(relay_t *r, enum callback which, const uint8_t *message, size_t n,
+                         side_t *to, batch_t *b) {
   napi_handle_scope scope;
   napi_open_handle_scope(r->env, &scope);
   napi_value argv[1] = {buffer_copy(r->env, message, n)};
   napi_value result;
-  int failed = call_js(r, ON_MESSAGE, 1, argv, &result);
+  int offered = call_js(r, which, 1, argv, &result) < 0 ? THREW : KEPT;
   bool is_buffer = false;
-  if (!failed) napi_is_buffer(r->env, result, &is_buffer);
-  int status = 0;
-  if (failed || r->stopped) {
-    free(owned);
-    status = -1;
-    if (failed) report_close(r, "client", "statement interception failed");
-  } else if (is_buffer) {
+  if (offered == KEPT && to) napi_is_buffer(r->env, result, &is_buffer);
+  if (is_buffer) {
     void *data;
     size_t len;
     napi_get_buffer_info(r->env, result, &data, &len);
-    free(owned);
-    status = batch_add_copy(&r->server, b, data, len);
-  } else {
-    status = batch_add(&r->server, b, message, n, owned);
+    offered = batch_add_copy(to, b, data, len) < 0 ? -1 : REPLACED;
   }
   napi_close_handle_scope(r->env, scope);
-  return status;
+  return offered;
+}
+
+/* A whole intercepted message: JavaScript returns the bytes to send instead (a Buffer), or
+ * undefined to send it as it is. `owned` is the message's heap copy, if it has one. */
+static int deliver_to_js(relay_t *r, batch_t *b, const uint8_t *message, size_t n,
+                         uint8_t *owned) {
+  int offered = offer_message(r, ON_MESSAGE, message, n, &r->server, b);
+  if (offered == KEPT && !r->stopped) return batch_add(&r->server, b, message, n, owned);
+  free(owned);
+  if (offered == THREW) report_close(r, "client", "statement interception failed");
+  return offered == REPLACED && !r->stopped ? 0 : -1;
 }
 
 /* ---- the Query template cache ---- */
@@ -451,24 +458,11 @@ static int report_server_message(void *ctx, const uint8_t *message, size_t n, in
   relay_t *r = burst->relay;
   if (message[0] == BACKEND_NOTICE_RESPONSE && !is_warning(message, n))
     return batch_add_copy(&r->client, burst->batch, message, n);
-  napi_handle_scope scope;
-  napi_open_handle_scope(r->env, &scope);
-  napi_value argv[1] = {buffer_copy(r->env, message, n)};
-  napi_value result;
-  int failed = call_js(r, ON_SERVER_MESSAGE, 1, argv, &result);
-  bool is_buffer = false;
-  if (!failed && withheld) napi_is_buffer(r->env, result, &is_buffer);
-  int status = 0;
-  if (is_buffer) {
-    void *data;
-    size_t len;
-    napi_get_buffer_info(r->env, result, &data, &len);
-    status = batch_add_copy(&r->client, burst->batch, data, len) < 0 ? -1 : 1;
-  } else if (withheld) {
-    status = batch_add_copy(&r->client, burst->batch, message, n);
-  }
-  napi_close_handle_scope(r->env, scope);
-  return r->stopped ? -1 : status;
+  side_t *to = withheld ? &r->client : NULL;
+  int offered = offer_message(r, ON_SERVER_MESSAGE, message, n, to, burst->batch);
+  if (offered == KEPT || offered == THREW)
+    offered = withheld ? batch_add_copy(&r->client, burst->batch, message, n) : 0;
+  return r->stopped ? -1 : offered;
 }
 
 static void server_header(void *ctx, uint8_t type) {
