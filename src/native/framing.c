@@ -2,11 +2,6 @@
 
 #include <stdio.h>
 
-#define COMMAND_COMPLETE 'C'
-#define ERROR_RESPONSE 'E'
-#define NOTICE_RESPONSE 'N'
-#define PARAMETER_STATUS 'S'
-
 static uint32_t read_u32(const uint8_t *p) {
   return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
@@ -152,10 +147,12 @@ static int pass_held(framer_t *f, const server_sink_t *sink, void *ctx) {
   int withheld = f->withholding;
   uint8_t type = f->held.data[0];
   f->holding = f->withholding = 0;
-  int status = type == COMMAND_COMPLETE ? 0 : sink->report(ctx, f->held.data, f->held.len, withheld);
+  int status = type == BACKEND_COMMAND_COMPLETE
+                   ? 0
+                   : sink->report(ctx, f->held.data, f->held.len, withheld);
   f->held.len = 0;
   if (status < 0) return status;
-  f->drop_completion = status == 1 && type == NOTICE_RESPONSE;
+  f->drop_completion = status == 1 && type == BACKEND_NOTICE_RESPONSE;
   return 0;
 }
 
@@ -164,11 +161,12 @@ static void start_server_message(framer_t *f) {
   uint32_t length = read_u32(f->header + 1);
   size_t body = length < 4 ? 0 : (size_t)length - 4;
   uint8_t type = f->header[0];
-  int dropped = f->drop_completion && type == COMMAND_COMPLETE;
-  int withheld = dropped || type == ERROR_RESPONSE || type == NOTICE_RESPONSE;
+  int dropped = f->drop_completion && type == BACKEND_COMMAND_COMPLETE;
+  int withheld = dropped || type == BACKEND_ERROR_RESPONSE || type == BACKEND_NOTICE_RESPONSE;
   f->drop_completion = 0;
   f->holding = f->withholding = 0;
-  if ((withheld || type == PARAMETER_STATUS) && body + HEADER_BYTES <= MAX_REPORTED_MESSAGE) {
+  int reported = withheld || type == BACKEND_PARAMETER_STATUS;
+  if (reported && body + HEADER_BYTES <= MAX_REPORTED_MESSAGE) {
     f->held.len = 0;
     f->holding = bytes_append(&f->held, f->header, HEADER_BYTES) == 0;
     f->withholding = f->holding && withheld;

@@ -8,8 +8,8 @@
 #ifndef PGFENCE_FRAMING_H
 #define PGFENCE_FRAMING_H
 #include "bytes.h"
+#include "protocol-codes.h"
 
-#define HEADER_BYTES 5
 /* Reported server messages larger than this are followed but not reported. */
 #define MAX_REPORTED_MESSAGE (64 * 1024)
 

@@ -1,5 +1,7 @@
 #include "query-cache.h"
 
+#include "protocol-codes.h"
+
 static size_t entry_bytes(const cache_entry_t *e) { return e->key.len + e->parts.len; }
 
 static int table_init(cache_table_t *t, size_t generation) {
@@ -111,13 +113,13 @@ static void write_u32(uint8_t *p, uint32_t v) {
 
 uint8_t *fill_query_template(const cache_entry_t *e, const uint8_t *text,
                              const normalised_t *normalised, size_t *message_len) {
-  size_t len = 5 + e->parts.len + 1;
+  size_t len = HEADER_BYTES + e->parts.len + 1;
   for (size_t i = 0; i < e->hole_count; i++) len += normalised->values[e->holes[i]].len;
   uint8_t *message = malloc(len);
   if (!message) return NULL;
-  message[0] = 'Q';
+  message[0] = FRONTEND_QUERY;
   write_u32(message + 1, (uint32_t)(len - 1));
-  uint8_t *pos = message + 5;
+  uint8_t *pos = message + HEADER_BYTES;
   uint32_t part_start = 0;
   for (size_t i = 0;; i++) {
     size_t part_len = e->part_ends[i] - part_start;

@@ -117,8 +117,9 @@ static int contains_needle(const relay_t *r, const uint8_t *text, size_t n) {
 /* Query and Parse need the rewriter only when they can name a fenced table; a named Parse
  * always goes (transaction pooling keeps the client's named statements; they are made once). */
 static int wants_message(const relay_t *r, const uint8_t *message, size_t n) {
-  if (r->needles == NULL || (message[0] != 'Q' && message[0] != 'P')) return 1;
-  if (message[0] == 'P' && n > HEADER_BYTES && message[HEADER_BYTES] != 0) return 1;
+  uint8_t type = message[0];
+  if (r->needles == NULL || (type != FRONTEND_QUERY && type != FRONTEND_PARSE)) return 1;
+  if (type == FRONTEND_PARSE && n > HEADER_BYTES && message[HEADER_BYTES] != 0) return 1;
   return contains_needle(r, message + HEADER_BYTES, n - HEADER_BYTES);
 }
 
@@ -258,33 +259,40 @@ static int flush_out(side_t *s) {
 
 /* ---- client → server ---- */
 
-/* A whole intercepted message: JavaScript returns the bytes to send instead (a Buffer), or
- * undefined to send it as it is. `owned` is the message's heap copy, if it has one. */
-static int deliver_to_js(relay_t *r, batch_t *b, const uint8_t *message, size_t n,
-                         uint8_t *owned) {
+/* What JavaScript made of a message offered to it. */
+enum offered { THREW = -2, KEPT = 0, REPLACED = 1 };
+
+/* Hands a whole message to a JavaScript function. Given `to`, a Buffer the function returns
+ * goes into the batch for `to` in the message's place (REPLACED); anything else leaves the
+ * message as it is (KEPT). THREW: the function threw; -1: memory ran out. */
+static int offer_message(relay_t *r, enum callback which, const uint8_t *message, size_t n,
+                         side_t *to, batch_t *b) {
   napi_handle_scope scope;
   napi_open_handle_scope(r->env, &scope);
   napi_value argv[1] = {buffer_copy(r->env, message, n)};
   napi_value result;
-  int failed = call_js(r, ON_MESSAGE, 1, argv, &result);
+  int offered = call_js(r, which, 1, argv, &result) < 0 ? THREW : KEPT;
   bool is_buffer = false;
-  if (!failed) napi_is_buffer(r->env, result, &is_buffer);
-  int status = 0;
-  if (failed || r->stopped) {
-    free(owned);
-    status = -1;
-    if (failed) report_close(r, "client", "statement interception failed");
-  } else if (is_buffer) {
+  if (offered == KEPT && to) napi_is_buffer(r->env, result, &is_buffer);
+  if (is_buffer) {
     void *data;
     size_t len;
     napi_get_buffer_info(r->env, result, &data, &len);
-    free(owned);
-    status = batch_add_copy(&r->server, b, data, len);
-  } else {
-    status = batch_add(&r->server, b, message, n, owned);
+    offered = batch_add_copy(to, b, data, len) < 0 ? -1 : REPLACED;
   }
   napi_close_handle_scope(r->env, scope);
-  return status;
+  return offered;
+}
+
+/* A whole intercepted message: JavaScript returns the bytes to send instead (a Buffer), or
+ * undefined to send it as it is. `owned` is the message's heap copy, if it has one. */
+static int deliver_to_js(relay_t *r, batch_t *b, const uint8_t *message, size_t n,
+                         uint8_t *owned) {
+  int offered = offer_message(r, ON_MESSAGE, message, n, &r->server, b);
+  if (offered == KEPT && !r->stopped) return batch_add(&r->server, b, message, n, owned);
+  free(owned);
+  if (offered == THREW) report_close(r, "client", "statement interception failed");
+  return offered == REPLACED && !r->stopped ? 0 : -1;
 }
 
 /* ---- the Query template cache ---- */
@@ -383,7 +391,7 @@ static int deliver_cached_query(relay_t *r, batch_t *b, const uint8_t *message, 
 
 static int deliver(relay_t *r, batch_t *b, const uint8_t *message, size_t n, uint8_t *owned) {
   if (!wants_message(r, message, n)) return batch_add(&r->server, b, message, n, owned);
-  if (message[0] == 'Q' && r->queries) {
+  if (message[0] == FRONTEND_QUERY && r->queries) {
     int status = deliver_cached_query(r, b, message, n, owned);
     if (status != ASK_JS) return status;
   }
@@ -448,26 +456,13 @@ static int is_warning(const uint8_t *message, size_t n) {
 static int report_server_message(void *ctx, const uint8_t *message, size_t n, int withheld) {
   burst_t *burst = ctx;
   relay_t *r = burst->relay;
-  if (message[0] == 'N' && !is_warning(message, n))
+  if (message[0] == BACKEND_NOTICE_RESPONSE && !is_warning(message, n))
     return batch_add_copy(&r->client, burst->batch, message, n);
-  napi_handle_scope scope;
-  napi_open_handle_scope(r->env, &scope);
-  napi_value argv[1] = {buffer_copy(r->env, message, n)};
-  napi_value result;
-  int failed = call_js(r, ON_SERVER_MESSAGE, 1, argv, &result);
-  bool is_buffer = false;
-  if (!failed && withheld) napi_is_buffer(r->env, result, &is_buffer);
-  int status = 0;
-  if (is_buffer) {
-    void *data;
-    size_t len;
-    napi_get_buffer_info(r->env, result, &data, &len);
-    status = batch_add_copy(&r->client, burst->batch, data, len) < 0 ? -1 : 1;
-  } else if (withheld) {
-    status = batch_add_copy(&r->client, burst->batch, message, n);
-  }
-  napi_close_handle_scope(r->env, scope);
-  return r->stopped ? -1 : status;
+  side_t *to = withheld ? &r->client : NULL;
+  int offered = offer_message(r, ON_SERVER_MESSAGE, message, n, to, burst->batch);
+  if (offered == KEPT || offered == THREW)
+    offered = withheld ? batch_add_copy(&r->client, burst->batch, message, n) : 0;
+  return r->stopped ? -1 : offered;
 }
 
 static void server_header(void *ctx, uint8_t type) {
@@ -486,7 +481,8 @@ static const server_sink_t from_server = {server_forward, report_server_message,
 /* Idle outside a transaction: every request answered, nothing sent since (a Parse without its
  * Sync opens one), nothing half sent either way. */
 static int relay_idle(const relay_t *r) {
-  return r->progress.outstanding == 0 && !r->progress.unsynced && r->progress.status == 'I' &&
+  const progress_t *p = &r->progress;
+  return p->outstanding == 0 && !p->unsynced && p->status == TRANSACTION_STATUS_IDLE &&
          at_boundary(&r->from_client.state) && at_boundary(&r->from_server);
 }
 
@@ -699,25 +695,40 @@ static void set_number(napi_env env, napi_value object, const char *name, double
   napi_set_named_property(env, object, name, value);
 }
 
+static uint32_t count_named(napi_env env, napi_value object, const char *name) {
+  int32_t value = 0;
+  napi_get_value_int32(env, get_named(env, object, name), &value);
+  return value > 0 ? (uint32_t)value : 0;
+}
+
+static uint8_t letter_named(napi_env env, napi_value object, const char *name) {
+  char letter[2] = {0, 0};
+  size_t len;
+  napi_get_value_string_latin1(env, get_named(env, object, name), letter, sizeof letter, &len);
+  return (uint8_t)letter[0];
+}
+
 static int bool_named(napi_env env, napi_value object, const char *name) {
   bool value = false;
   napi_get_value_bool(env, get_named(env, object, name), &value);
   return value;
 }
 
-/* Where the session's requests stood when the relay took it over ({ outstanding, status,
- * mayCommit, namedCommit, unsynced }, as progress() gives them): it goes on from there. */
+/* Where the session's requests stood when the relay took it over (CarriedProgress, as
+ * progress() gives it): it goes on from there. */
 static void carry_progress(napi_env env, napi_value carried, progress_t *p) {
-  int32_t outstanding = 0;
-  char status[2] = {'I', 0};
-  size_t len;
-  napi_get_value_int32(env, get_named(env, carried, "outstanding"), &outstanding);
-  napi_get_value_string_latin1(env, get_named(env, carried, "status"), status, sizeof status, &len);
-  p->outstanding = outstanding > 0 ? (uint32_t)outstanding : 0;
-  p->status = status[0] ? (uint8_t)status[0] : 'I';
-  p->may_commit = bool_named(env, carried, "mayCommit");
-  p->named_commit = bool_named(env, carried, "namedCommit");
-  p->unsynced = bool_named(env, carried, "unsynced");
+#define READ_COUNT(name, member) p->member = count_named(env, carried, name);
+#define READ_LETTER(name, member) p->member = letter_named(env, carried, name);
+#define READ_FLAG(name, member) p->member = bool_named(env, carried, name);
+  CARRIED_PROGRESS(READ_COUNT, READ_LETTER, READ_FLAG)
+#undef READ_COUNT
+#undef READ_LETTER
+#undef READ_FLAG
+}
+
+static void set_letter(napi_env env, napi_value object, const char *name, uint8_t letter) {
+  char text[2] = {(char)letter, 0};
+  napi_set_named_property(env, object, name, string_value(env, text));
 }
 
 static void set_bool(napi_env env, napi_value object, const char *name, int flag) {
@@ -726,9 +737,9 @@ static void set_bool(napi_env env, napi_value object, const char *name, int flag
   napi_set_named_property(env, object, name, value);
 }
 
-/* progress(): { outstanding, status, mayCommit, namedCommit, unsynced, quietMs, transactions }:
- * where the session's requests stand (session-progress.h), for timeouts, for what to tell a
- * client the proxy cuts off, and for the relay that carries the session on. */
+/* progress(): RequestProgress, the carried fields and { quietMs, transactions }: where the
+ * session's requests stand (session-progress.h), for timeouts, for what to tell a client the
+ * proxy cuts off, and for the relay that carries the session on. */
 static napi_value js_progress(napi_env env, napi_callback_info info) {
   napi_value self, result;
   relay_t *r;
@@ -736,13 +747,14 @@ static napi_value js_progress(napi_env env, napi_callback_info info) {
   CHECK(napi_unwrap(env, self, (void **)&r));
   const progress_t *p = &r->progress;
   CHECK(napi_create_object(env, &result));
-  set_number(env, result, "outstanding", p->outstanding);
+#define WRITE_COUNT(name, member) set_number(env, result, name, p->member);
+#define WRITE_LETTER(name, member) set_letter(env, result, name, p->member);
+#define WRITE_FLAG(name, member) set_bool(env, result, name, p->member);
+  CARRIED_PROGRESS(WRITE_COUNT, WRITE_LETTER, WRITE_FLAG)
+#undef WRITE_COUNT
+#undef WRITE_LETTER
+#undef WRITE_FLAG
   set_number(env, result, "transactions", (double)p->transactions);
-  char status[2] = {(char)p->status, 0};
-  napi_set_named_property(env, result, "status", string_value(env, status));
-  set_bool(env, result, "mayCommit", p->may_commit);
-  set_bool(env, result, "namedCommit", p->named_commit);
-  set_bool(env, result, "unsynced", p->unsynced);
   set_number(env, result, "quietMs", r->stopped ? 0 : (double)(loop_now(r) - p->progress_at));
   return result;
 }

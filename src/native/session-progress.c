@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-#define HEADER_BYTES 5
+#include "protocol-codes.h"
 
 static int is_word_char(uint8_t c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
@@ -35,27 +35,29 @@ void progress_client_message(progress_t *p, const uint8_t *message, size_t avail
   int whole = avail >= total;
   const uint8_t *body = message + HEADER_BYTES;
   size_t body_len = whole ? total - HEADER_BYTES : 0;
-  if (type == 'd') p->progress_at = now; /* COPY data keeps an upload alive */
+  if (type == FRONTEND_COPY_DATA) p->progress_at = now; /* COPY data keeps an upload alive */
   p->unsynced = 1;
-  if (type == 'Q' || type == 'P') {
+  if (type == FRONTEND_QUERY || type == FRONTEND_PARSE) {
     /* A message not at hand whole may be anything. */
     int commit = !whole || mentions_commit(body, body_len);
     p->may_commit |= commit;
-    if (type == 'P' && commit && (!whole || body[0] != 0)) p->named_commit = 1;
-  } else if (type == 'B' && p->named_commit) {
+    if (type == FRONTEND_PARSE && commit && (!whole || body[0] != 0)) p->named_commit = 1;
+  } else if (type == FRONTEND_BIND && p->named_commit) {
     p->may_commit = 1;
   }
-  if (type != 'Q' && type != 'S' && type != 'F') return;
+  if (type != FRONTEND_QUERY && type != FRONTEND_SYNC && type != FRONTEND_FUNCTION_CALL) return;
   if (p->outstanding++ == 0) p->progress_at = now;
 }
 
-void progress_server_header(progress_t *p, uint8_t type) { p->status_next = type == 'Z'; }
+void progress_server_header(progress_t *p, uint8_t type) {
+  p->status_next = type == BACKEND_READY_FOR_QUERY;
+}
 
 void progress_server_body(progress_t *p, uint8_t first) {
   if (!p->status_next) return;
   p->status_next = 0;
   p->status = first;
-  if (first == 'I') p->transactions++;
+  if (first == TRANSACTION_STATUS_IDLE) p->transactions++;
   if (p->outstanding > 0 && --p->outstanding == 0) p->may_commit = 0;
   if (p->outstanding == 0) p->unsynced = 0;
 }

@@ -8,17 +8,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "carried-progress.h"
+
+#define PROGRESS_COUNT(name, member) uint32_t member;
+#define PROGRESS_LETTER(name, member) uint8_t member;
+#define PROGRESS_FLAG(name, member) uint8_t member;
+
 typedef struct {
-  uint32_t outstanding;     /* Query, Sync, FunctionCall sent, their ReadyForQuery not back */
-  uint8_t status;           /* of the last ReadyForQuery: 'I', 'T' or 'E' */
-  uint8_t may_commit;       /* a request since the session was last idle may be a COMMIT */
-  uint8_t named_commit;     /* a named statement may be a COMMIT: any Bind may commit */
+  /* What a relay taking the session over goes on from: carried-progress.h lists these fields
+   * and says what each means. */
+  CARRIED_PROGRESS(PROGRESS_COUNT, PROGRESS_LETTER, PROGRESS_FLAG)
   uint8_t status_next;      /* the server's next byte is a ReadyForQuery status */
-  uint8_t unsynced;         /* a client message since the last ReadyForQuery of all requests:
-                             * the session is not between transactions (Parse ... Flush) */
   uint64_t progress_at;     /* loop time (ms) of the last server bytes, or of the first request */
   uint64_t transactions;    /* ReadyForQuery 'I' seen: transactions ended, for metrics */
 } progress_t;
+
+#undef PROGRESS_COUNT
+#undef PROGRESS_LETTER
+#undef PROGRESS_FLAG
 
 /* A client message starts: its header and the `avail` bytes of it at hand (maybe not all). */
 void progress_client_message(progress_t *p, const uint8_t *message, size_t avail, uint64_t now);

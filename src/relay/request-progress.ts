@@ -20,12 +20,23 @@ export interface RequestProgress {
 
 /**
  * What a relay taking a session over carries on from, so that the session's requests stand the
- * same for it (the JavaScript relay's and the native relay's, either way).
+ * same for it (the JavaScript relay's and the native relay's, either way). The native relay
+ * declares and converts these fields from this list (src/native/carried-progress.h, generated
+ * by scripts/native-headers.mjs).
  */
-export type CarriedProgress = Pick<
-  RequestProgress,
-  'outstanding' | 'status' | 'mayCommit' | 'namedCommit' | 'unsynced'
->
+export const CARRIED_FIELDS = [
+  'outstanding',
+  'status',
+  'mayCommit',
+  'namedCommit',
+  'unsynced',
+] as const
+
+export type CarriedProgress = Pick<RequestProgress, (typeof CARRIED_FIELDS)[number]>
+
+/** The carried fields of a session's progress. */
+export const carriedOf = (progress: CarriedProgress): CarriedProgress =>
+  Object.fromEntries(CARRIED_FIELDS.map((field) => [field, progress[field]])) as CarriedProgress
 
 /** COMMIT or END as a word: lexical and conservative, a literal that says so counts too. */
 const COMMIT_WORD = /(?<![\w$\u0080-\uffff])(commit|end)(?![\w$\u0080-\uffff])/i
@@ -36,34 +47,35 @@ const COMMIT_WORD = /(?<![\w$\u0080-\uffff])(commit|end)(?![\w$\u0080-\uffff])/i
  * answered by one ReadyForQuery, whose status byte says whether a transaction is open.
  */
 export class RequestTracker {
-  private outstanding = 0
-  private status: TransactionStatus = TransactionStatus.Idle
-  private mayCommit = false
-  /** A named statement may be a COMMIT: from then on any Bind may commit. */
-  private namedCommit = false
-  /** A message since the last ReadyForQuery of all requests (a Parse without its Sync). */
-  private unsynced = false
+  private carried: CarriedProgress = {
+    outstanding: 0,
+    status: TransactionStatus.Idle,
+    mayCommit: false,
+    namedCommit: false,
+    unsynced: false,
+  }
   private progressAt = performance.now()
   private transactions = 0
 
   /** A client message starts at `pos`; the chunk holds it up to `end` (maybe not whole). */
   clientMessage(chunk: Buffer, pos: number, end: number): void {
+    const carried = this.carried
     const type = chunk[pos]
     const total = chunk.readUInt32BE(pos + 1) + 1
     const whole = end - pos >= total
     if (type === Frontend.CopyData) this.progressAt = performance.now()
-    this.unsynced = true
+    carried.unsynced = true
     if (type === Frontend.Query || type === Frontend.Parse) {
       const body = whole ? chunk.toString('latin1', pos + HEADER_BYTES, pos + total) : ''
       const commit = !whole || COMMIT_WORD.test(body)
-      this.mayCommit ||= commit
+      carried.mayCommit ||= commit
       if (type === Frontend.Parse && commit && (!whole || chunk[pos + HEADER_BYTES] !== 0))
-        this.namedCommit = true
-    } else if (type === Frontend.Bind && this.namedCommit) {
-      this.mayCommit = true
+        carried.namedCommit = true
+    } else if (type === Frontend.Bind && carried.namedCommit) {
+      carried.mayCommit = true
     }
     if (type !== Frontend.Query && type !== Frontend.Sync && type !== Frontend.FunctionCall) return
-    if (this.outstanding++ === 0) this.progressAt = performance.now()
+    if (carried.outstanding++ === 0) this.progressAt = performance.now()
   }
 
   /** The server sent bytes, or the client took them: its requests are moving. */
@@ -73,30 +85,27 @@ export class RequestTracker {
 
   /** A ReadyForQuery came back; `status` its status byte. */
   readyForQuery(status: number): void {
-    this.status = transactionStatus(status)
-    if (this.status === TransactionStatus.Idle) this.transactions++
-    if (this.outstanding > 0 && --this.outstanding === 0) this.mayCommit = false
-    if (this.outstanding === 0) this.unsynced = false
+    const carried = this.carried
+    carried.status = transactionStatus(status)
+    if (carried.status === TransactionStatus.Idle) this.transactions++
+    if (carried.outstanding > 0 && --carried.outstanding === 0) carried.mayCommit = false
+    if (carried.outstanding === 0) carried.unsynced = false
   }
 
   /** Between transactions: every request answered outside one, and nothing sent since. */
   get atRest(): boolean {
-    return this.outstanding === 0 && !this.unsynced && this.status === TransactionStatus.Idle
+    const { outstanding, unsynced, status } = this.carried
+    return outstanding === 0 && !unsynced && status === TransactionStatus.Idle
   }
 
   snapshot(): RequestProgress {
-    const { outstanding, status, mayCommit, namedCommit, unsynced, transactions } = this
     const quietMs = performance.now() - this.progressAt
-    return { outstanding, status, mayCommit, namedCommit, unsynced, quietMs, transactions }
+    return { ...this.carried, quietMs, transactions: this.transactions }
   }
 
   /** The native relay carried the session until now: its requests stand as it left them. */
   resume(progress: CarriedProgress): void {
-    this.outstanding = progress.outstanding
-    this.status = progress.status
-    this.mayCommit = progress.mayCommit
-    this.namedCommit = progress.namedCommit
-    this.unsynced = progress.unsynced
+    this.carried = carriedOf(progress)
     this.progressAt = performance.now()
   }
 }

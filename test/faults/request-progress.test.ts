@@ -4,7 +4,15 @@ import { serialize } from 'pg-protocol'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { cutError } from '../../src/session/cut-outcome.js'
 import { nativeRelayModule, relaySession, type NativeRelay } from '../../src/relay/native-relay.js'
-import { RequestTracker, type RequestProgress } from '../../src/relay/request-progress.js'
+import {
+  carriedOf,
+  RequestTracker,
+  type CarriedProgress,
+  type RequestProgress,
+} from '../../src/relay/request-progress.js'
+import { BackendScanner } from '../../src/wire/backend-scanner.js'
+import { MessageFramer } from '../../src/wire/message-framer.js'
+import { HEADER_BYTES } from '../../src/wire/protocol.js'
 import { parse, query, sync, typed } from '../wire/frames.js'
 import type { TransactionStatus } from '../../src/wire/protocol.js'
 
@@ -135,15 +143,27 @@ const sequences: Record<string, Step[]> = {
  * session's requests in C (session-progress.c).
  */
 class RelayedPair {
+  /** Bytes each end has received so far, and what waits for more. */
+  private readonly received = new Map<net.Socket, number>()
+  private arrival: (() => void) | null = null
+
   private constructor(
     readonly native: NativeRelay,
     private readonly client: net.Socket,
     private readonly server: net.Socket,
     /** The relay's own two sockets. */
     private readonly relayed: net.Socket[],
-  ) {}
+  ) {
+    for (const end of [client, server]) {
+      this.received.set(end, 0)
+      end.on('data', (chunk: Buffer) => {
+        this.received.set(end, this.received.get(end)! + chunk.length)
+        this.arrival?.()
+      })
+    }
+  }
 
-  static async open(listener: net.Server, from: RequestProgress): Promise<RelayedPair> {
+  static async open(listener: net.Server, from: CarriedProgress): Promise<RelayedPair> {
     const { port } = listener.address() as net.AddressInfo
     const accept = async (): Promise<[net.Socket, net.Socket]> => {
       const accepted = once(listener, 'connection') as Promise<[net.Socket]>
@@ -165,21 +185,21 @@ class RelayedPair {
     return new RelayedPair(native, client, server, [clientSide, serverSide])
   }
 
-  /** Writes at one end and waits until the other end has it all: the relay has seen it. */
-  async carry(messages: Buffer[], toServer: boolean): Promise<void> {
+  /**
+   * Writes a chunk at one end and waits until the other end has received `passed` more bytes:
+   * the relay has read the chunk (it holds back a header split across chunks until it is whole).
+   */
+  async carry(chunk: Buffer, toServer: boolean, passed = chunk.length): Promise<void> {
     const [from, to] = toServer ? [this.client, this.server] : [this.server, this.client]
-    const bytes = Buffer.concat(messages)
-    let received = 0
+    const target = this.received.get(to)! + passed
     const arrived = new Promise<void>((resolve) => {
-      const onData = (chunk: Buffer) => {
-        received += chunk.length
-        if (received < bytes.length) return
-        to.off('data', onData)
+      this.arrival = () => {
+        if (this.received.get(to)! < target) return
+        this.arrival = null
         resolve()
       }
-      to.on('data', onData)
     })
-    from.write(bytes)
+    from.write(chunk)
     await arrived
   }
 
@@ -189,14 +209,31 @@ class RelayedPair {
   }
 }
 
-/** What both trackers must agree on (the clock and the transaction count aside). */
-const carried = ({ outstanding, status, mayCommit, namedCommit, unsynced }: RequestProgress) => ({
-  outstanding,
-  status,
-  mayCommit,
-  namedCommit,
-  unsynced,
-})
+/** The JavaScript relay's tracking, wired as a session wires it: its framer and scanner feed it. */
+class JavaScriptTracking {
+  readonly requests = new RequestTracker()
+  private readonly framer = new MessageFramer(
+    {
+      forward: () => {},
+      intercept: () => {},
+      fail: (error) => {
+        throw error
+      },
+      started: (bytes, pos, end) => this.requests.clientMessage(bytes, pos, end),
+    },
+    1 << 20,
+    new Uint8Array(256),
+  )
+  private readonly scanner = new BackendScanner(
+    () => undefined,
+    (status) => this.requests.readyForQuery(status),
+  )
+
+  feed(chunk: Buffer, toServer: boolean): void {
+    if (toServer) this.framer.push(chunk)
+    else this.scanner.scan(chunk)
+  }
+}
 
 function feed(tracker: RequestTracker, step: Step): void {
   if ('client' in step) {
@@ -204,6 +241,129 @@ function feed(tracker: RequestTracker, step: Step): void {
   } else {
     tracker.readyForQuery(step.server.charCodeAt(0))
   }
+}
+
+/** A seeded pseudo-random source (mulberry32): the same sequences on every run. */
+function randomSource(seed: number): (below: number) => number {
+  let state = seed >>> 0
+  return (below) => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 2 ** 32) * below)
+  }
+}
+
+type Random = ReturnType<typeof randomSource>
+
+/** How many random sessions the comparison plays (seeds 1 to this). */
+const RANDOM_SESSIONS = 300
+
+const pick = <T>(random: Random, items: readonly T[]): T => items[random(items.length)]!
+
+/** Statement texts that do and do not say COMMIT or END as a word. */
+const TEXTS = [
+  'SELECT 1',
+  'BEGIN',
+  'COMMIT',
+  'end',
+  'UPDATE t SET a = 1; End;',
+  "COMMIT PREPARED 'x'",
+  'ROLLBACK',
+  'SELECT committed FROM t',
+  'SELECT weekend',
+  'UPDATE t SET x_end = 1',
+  "SELECT 'commit'",
+  'SELECT $1::int AS commit$',
+  'SELECT écommit, endé',
+  'SELECT 1 -- end',
+]
+const STATEMENTS = ['', 's1', 'fin']
+
+const clientMessages: ((random: Random) => Buffer)[] = [
+  (random) => query(pick(random, TEXTS)),
+  (random) => parse(pick(random, STATEMENTS), pick(random, TEXTS)),
+  (random) => serialize.bind({ statement: pick(random, STATEMENTS) }),
+  () => execute(),
+  () => sync(),
+  () => flush(),
+  () => call(),
+  (random) => serialize.copyData(Buffer.from(pick(random, TEXTS))),
+  (random) => serialize.describe({ type: 'S', name: pick(random, STATEMENTS) }),
+]
+
+/** Server messages besides ReadyForQuery: none of them is held back by either relay. */
+const serverMessages: ((random: Random) => Buffer)[] = [
+  () => typed('C', 'SELECT 1\0'),
+  () => typed('D', Buffer.from([0, 1, 0, 0, 0, 2, 0x5a, 0x49])),
+  () => typed('S', 'TimeZone\0UTC\0'),
+]
+
+/** Messages one end sends in a burst, whole. */
+type Turn = { toServer: boolean; messages: Buffer[] }
+
+/** Bytes one end writes at once, and how many of them the relay passes on. */
+type Chunk = { chunk: Buffer; passed: number }
+
+function randomTurn(random: Random, toServer: boolean): Turn {
+  const messages: Buffer[] = []
+  for (let n = 1 + random(5); n > 0; n--) {
+    if (toServer) messages.push(pick(random, clientMessages)(random))
+    else if (random(3) === 0) messages.push(pick(random, serverMessages)(random))
+    else messages.push(readyForQuery(pick(random, ['I', 'T', 'E'])))
+  }
+  return { toServer, messages }
+}
+
+/** Where a stream stands at `at`: the bytes a relay has passed on, all but a header begun. */
+function passedAt(starts: number[], at: number): number {
+  const start = starts.findLast((s) => s <= at)!
+  return at - start < HEADER_BYTES ? start : at
+}
+
+/**
+ * The turn's bytes cut at random, anywhere (inside headers too), into chunks each of which the
+ * relay passes something of on: so that the test knows when the relay has read it.
+ */
+function randomChunks(random: Random, { messages }: Turn): Chunk[] {
+  const bytes = Buffer.concat(messages)
+  const starts = messages.map((_, i) => Buffer.concat(messages.slice(0, i)).length)
+  const cuts = Array.from({ length: random(4) }, () => 1 + random(bytes.length - 1))
+  const chunks: Chunk[] = []
+  let from = 0
+  for (const cut of [...cuts.sort((a, b) => a - b), bytes.length]) {
+    const passed = passedAt(starts, cut) - passedAt(starts, from)
+    if (passed <= 0) continue
+    chunks.push({ chunk: bytes.subarray(from, cut), passed })
+    from = cut
+  }
+  return chunks
+}
+
+/** What both relays' tracking must agree on after each step: the carried fields and the count. */
+interface Agreed {
+  carried: CarriedProgress
+  transactions: number
+}
+
+/**
+ * A random session: turns of client and server messages cut into chunks; the JavaScript relay
+ * carries it first, the native relay from turn `native.from`, JavaScript again from `native.to`.
+ */
+interface RandomSession {
+  turns: { toServer: boolean; chunks: Chunk[] }[]
+  native: { from: number; to: number }
+}
+
+function randomSession(seed: number): RandomSession {
+  const random = randomSource(seed)
+  const turns = Array.from({ length: 2 + random(10) }, (_, i) => {
+    const turn = randomTurn(random, i % 2 === 0 || random(4) === 0)
+    return { toServer: turn.toServer, chunks: randomChunks(random, turn) }
+  })
+  const from = random(turns.length)
+  return { turns, native: { from, to: from + 1 + random(turns.length - from) } }
 }
 
 describe('the native relay follows requests as RequestTracker does', () => {
@@ -222,8 +382,8 @@ describe('the native relay follows requests as RequestTracker does', () => {
     try {
       const seen: RequestProgress[] = []
       for (const step of steps) {
-        if ('client' in step) await pair.carry(step.client, true)
-        else await pair.carry([readyForQuery(step.server)], false)
+        if ('client' in step) await pair.carry(Buffer.concat(step.client), true)
+        else await pair.carry(readyForQuery(step.server), false)
         seen.push(pair.native.progress())
       }
       return seen
@@ -234,9 +394,9 @@ describe('the native relay follows requests as RequestTracker does', () => {
 
   it.each(Object.entries(sequences))('%s: the same state after each step', async (_, steps) => {
     const tracker = new RequestTracker()
-    const expected = steps.map((step) => (feed(tracker, step), carried(tracker.snapshot())))
+    const expected = steps.map((step) => (feed(tracker, step), carriedOf(tracker.snapshot())))
     const native = await relayed(steps, new RequestTracker().snapshot())
-    expect(native.map(carried)).toEqual(expected)
+    expect(native.map(carriedOf)).toEqual(expected)
   })
 
   it.each(Object.entries(sequences).filter(([, steps]) => steps.length > 1))(
@@ -244,16 +404,16 @@ describe('the native relay follows requests as RequestTracker does', () => {
     async (_, steps) => {
       for (let at = 1; at < steps.length; at++) {
         const whole = new RequestTracker()
-        const expected = steps.map((step) => (feed(whole, step), carried(whole.snapshot())))
+        const expected = steps.map((step) => (feed(whole, step), carriedOf(whole.snapshot())))
         // JavaScript first, then the native relay from where it stood.
         const before = new RequestTracker()
         for (const step of steps.slice(0, at)) feed(before, step)
         const native = await relayed(steps.slice(at), before.snapshot())
-        expect(native.map(carried)).toEqual(expected.slice(at))
+        expect(native.map(carriedOf)).toEqual(expected.slice(at))
         // And back: JavaScript resumes from the native relay's state.
         const resumed = new RequestTracker()
         resumed.resume(native.at(-1)!)
-        expect(carried(resumed.snapshot())).toEqual(expected.at(-1))
+        expect(carriedOf(resumed.snapshot())).toEqual(expected.at(-1))
       }
     },
   )
@@ -268,5 +428,60 @@ describe('the native relay follows requests as RequestTracker does', () => {
     ).then((seen) => [seen[1], seen[2]])
     expect(inFlight).toMatchObject({ outstanding: 1, status: 'T', mayCommit: true })
     expect(cutError('queryTimeout', inFlight!).code).toBe('08007')
+  })
+
+  /**
+   * Each random session is followed whole by the JavaScript relay's tracking, and in three
+   * parts by the relays taking it over from each other (JavaScript, native, JavaScript again, as
+   * a kept connection's relay does): after every chunk, both must agree.
+   */
+  it('agrees with it on random sessions cut into random chunks, either relay taking over', async () => {
+    for (let seed = 1; seed <= RANDOM_SESSIONS; seed++) {
+      const { turns, native } = randomSession(seed)
+      const whole = new JavaScriptTracking()
+      const agreed = (tracking: JavaScriptTracking): Agreed => {
+        const progress = tracking.requests.snapshot()
+        return { carried: carriedOf(progress), transactions: progress.transactions }
+      }
+      const steps = turns.flatMap(({ toServer, chunks }, turn) =>
+        chunks.map((chunk) => ({ turn, toServer, ...chunk })),
+      )
+      let pair: RelayedPair | null = null
+      let resumed: JavaScriptTracking | null = null
+      let earlier = 0 // transactions counted by the relays before the one carrying the session
+      for (const [index, { turn, toServer, chunk, passed }] of steps.entries()) {
+        const where = `seed ${seed}, chunk ${index} (turn ${turn}, native for turns ${native.from} to ${native.to})`
+        if (turn === native.from && pair === null && resumed === null) {
+          earlier = whole.requests.snapshot().transactions
+          pair = await RelayedPair.open(listener, whole.requests.snapshot())
+        }
+        if (turn === native.to && pair !== null) {
+          const progress = pair.native.progress()
+          earlier += progress.transactions
+          pair.close()
+          pair = null
+          resumed = new JavaScriptTracking()
+          resumed.requests.resume(progress)
+        }
+        whole.feed(chunk, toServer)
+        let seen: Agreed
+        if (pair !== null) {
+          await pair.carry(chunk, toServer, passed)
+          const progress = pair.native.progress()
+          seen = { carried: carriedOf(progress), transactions: progress.transactions }
+        } else if (resumed !== null) {
+          resumed.feed(chunk, toServer)
+          seen = agreed(resumed)
+        } else {
+          continue
+        }
+        const expected = agreed(whole)
+        expect(seen, where).toEqual({
+          carried: expected.carried,
+          transactions: expected.transactions - earlier,
+        })
+      }
+      pair?.close()
+    }
   })
 })
