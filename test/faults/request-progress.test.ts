@@ -11,7 +11,7 @@ import {
   type RequestProgress,
 } from '../../src/relay/request-progress.js'
 import { BackendScanner } from '../../src/wire/backend-scanner.js'
-import { MessageFramer } from '../../src/wire/message-framer.js'
+import { FROM_CLIENT, MessageFramer } from '../../src/wire/message-framer.js'
 import { HEADER_BYTES } from '../../src/wire/protocol.js'
 import { parse, query, sync, typed } from '../wire/frames.js'
 import type { TransactionStatus } from '../../src/wire/protocol.js'
@@ -223,6 +223,7 @@ class JavaScriptTracking {
     },
     1 << 20,
     new Uint8Array(256),
+    FROM_CLIENT,
   )
   private readonly scanner = new BackendScanner(
     () => undefined,
