@@ -12,7 +12,9 @@
 # from pgbench too (sslmode=require; PgBouncer client_tls_sslmode=require, pgfence's tls section).
 # Logins table: pgbench -S -C (a new connection per transaction) through each pool mode, with
 # TLS from pgbench, and with a plaintext userlist; beside TPS, the proxy's own CPU per login
-# (utime + stime from /proc/<pid>/stat over the run, divided by the logins).
+# (utime + stime from /proc/<pid>/stat over the run, divided by the logins). The session row
+# also measures Node's floor (bench/login-floor.mjs): a Node server answering from memory, with
+# no authentication, server or pool, i.e. the least a login can cost a proxy on Node's net module.
 # Userlists (PgBouncer's auth_file, pgfence's auth.file) hold the SCRAM secret PostgreSQL stores
 # for BENCH_PASSWORD, as production ones do; only the labelled plaintext row holds the password.
 # BENCH_ONLY=tls runs only table 3; BENCH_ONLY=session only the session-pool table;
@@ -164,7 +166,7 @@ run_logins() {
   # first runs logins unmeasured for a while, as a long-running proxy would have.
   log "==> logins: ${BENCH_LOGIN_JIT_WARMUP}s of logins through each pgfence first"
   for port in "$PGFENCE_POOLED_PORT" "$PGFENCE_TRANSACTION_PORT" "$PGFENCE_LOGIN_TLS_PORT" \
-    "$PGFENCE_PLAIN_PORT" "$PGFENCE_PORT"; do
+    "$PGFENCE_PLAIN_PORT" "$PGFENCE_PORT" "$NODE_FLOOR_PORT"; do
     [[ -n $port ]] || continue
     sslmode=${PGSSLMODE:-prefer}
     [[ $port == "$PGFENCE_LOGIN_TLS_PORT" ]] && sslmode=require
@@ -176,6 +178,7 @@ run_logins() {
     log "==> logins round $round/$BENCH_ROUNDS (${BENCH_LOGIN_WARMUP}s warm-up + ${BENCH_SECONDS}s each)"
     measure_login session pgbouncer "$PGBOUNCER_POOLED_PORT"
     measure_login session pgfence "$PGFENCE_POOLED_PORT"
+    measure_login session node-floor "$NODE_FLOOR_PORT"
     measure_login transaction pgbouncer "$PGBOUNCER_TRANSACTION_PORT"
     measure_login transaction pgfence "$PGFENCE_TRANSACTION_PORT"
     PGSSLMODE=require measure_login 'session, TLS' pgbouncer "$PGBOUNCER_LOGIN_TLS_PORT"
@@ -396,12 +399,18 @@ client_tls_key_file = $certs/server.key"
   PGFENCE_PLAIN_PORT=$(free_port)
   log "==> pgfence (session pooling, plaintext userlist) on 127.0.0.1:$PGFENCE_PLAIN_PORT"
   start_pgfence "$PGFENCE_PLAIN_PORT" '[]' pgfence-plain session || PGFENCE_PLAIN_PORT=
+  NODE_FLOOR_PORT=$(free_port)
+  log "==> Node's floor (bench/login-floor.mjs: answers from memory) on 127.0.0.1:$NODE_FLOOR_PORT"
+  setsid node "$BENCH_DIR/login-floor.mjs" "$NODE_FLOOR_PORT" >"$WORK_DIR/login-floor.log" 2>&1 &
+  STARTED_PIDS+=($!)
+  PROXY_PID[$NODE_FLOOR_PORT]=$!
+  wait_for_postgres "$NODE_FLOOR_PORT" "$BENCH_DB" || NODE_FLOOR_PORT=
 }
 
 print_logins() {
   printf '\npgbench -S -C (a new connection per transaction; SCRAM secrets in both userlists unless marked), %s clients, %s x %ss after %ss warm-up, median TPS and proxy CPU ms per login\n' \
     "$BENCH_CLIENTS" "$BENCH_ROUNDS" "$BENCH_SECONDS" "$BENCH_LOGIN_WARMUP"
-  summarize login 'direct pgbouncer pgfence' 'pgfence/pgbouncer' cpu
+  summarize login 'direct pgbouncer pgfence node-floor' 'pgfence/pgbouncer node-floor/pgbouncer' cpu
 }
 
 print_session() {
