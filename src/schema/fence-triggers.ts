@@ -3,7 +3,8 @@ import { defaultTokenSetting } from '../config/schema.js'
 import { quoteLiteral } from '../rewrite/sql-text.js'
 import { refusalLiterals } from './refusal-literals.js'
 import { sqlFile } from './sql-file.js'
-import { EPOCH_TAG } from './token-layout.js'
+import { EPOCH_TAG, SEQUENCE_SPAN } from './token-layout.js'
+import { currentTimelineSql } from './token-source.js'
 import { triggerNameValues } from './trigger-names.js'
 
 /** The role whose members (and superusers) may write fenced tables with maintenance on. */
@@ -48,4 +49,6 @@ export const fenceTriggersSql = sqlFile('fence-triggers', {
   row_function_name: rowFunctionNameSql('col', 'setting', 'unissued'),
   statement_token_prefix: quoteLiteral(statementTokenPrefix),
   epoch_tag: EPOCH_TAG,
+  sequence_span: SEQUENCE_SPAN,
+  current_timeline: currentTimelineSql,
 })

@@ -3,6 +3,12 @@ import { sqlFile } from './sql-file.js'
 import { EPOCH_TAG, SEQUENCE_SPAN } from './token-layout.js'
 
 /**
+ * The server's timeline as an SQL expression: the first 8 hex digits of its current WAL file's
+ * name (no privilege needed). pgfence.timeline() returns it; the row trigger reads it inline.
+ */
+export const currentTimelineSql = `('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::bigint`
+
+/**
  * The fencing-token source: one sequence for every resource, so tokens strictly increase across
  * all grants. A token is EPOCH_TAG + timeline × 2^40 + the sequence's value: a promotion starts
  * a new timeline, so the tokens issued after it exceed every earlier one even when the new
@@ -16,6 +22,7 @@ export const tokenSourceSql = sqlFile('token-source', {
   ...refusalLiterals,
   epoch_tag: EPOCH_TAG,
   sequence_span: SEQUENCE_SPAN,
+  current_timeline: currentTimelineSql,
 })
 
 /** The highest `--token-start`: the token after it must still fit a bigint. */

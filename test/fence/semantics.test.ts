@@ -1,5 +1,6 @@
 import pg from 'pg'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
+import { EPOCH_TAG } from '../../src/schema/token-layout.js'
 import { createTestDatabase, maintenanceSession, type TestDatabase } from '../support/database.js'
 import {
   fencedClient,
@@ -20,6 +21,31 @@ let app: FencedClient
 
 const row99 = async (): Promise<{ status: string; fencing_token: string }> =>
   (await admin.query('SELECT status, fencing_token FROM invoices WHERE id = 99')).rows[0]
+
+const nextToken = async (): Promise<bigint> =>
+  BigInt((await admin.query('SELECT pgfence.next_token()::text AS token')).rows[0].token)
+
+/**
+ * Runs `writes` in one transaction of `app`; returns how often they called pgfence.check_row.
+ * The view also holds calls of earlier transactions not yet reported (at most once a second):
+ * the count is the difference across the writes, inside one transaction, where none is.
+ */
+async function checkRowCalls(writes: () => Promise<void>): Promise<number> {
+  const calls = async (): Promise<number> =>
+    (
+      await app.query(`SELECT coalesce(sum(calls), 0)::int AS calls
+        FROM pg_stat_xact_user_functions WHERE schemaname = 'pgfence' AND funcname = 'check_row'`)
+    ).rows[0].calls
+  await app.query('BEGIN')
+  try {
+    await app.query("SET LOCAL track_functions = 'pl'")
+    const before = await calls()
+    await writes()
+    return (await calls()) - before
+  } finally {
+    await app.query('COMMIT')
+  }
+}
 
 beforeAll(async () => {
   db = await createTestDatabase('fence_semantics')
@@ -431,5 +457,59 @@ describe("an UPDATE's token read first: the column's new value as its text, else
     } finally {
       await direct.end()
     }
+  })
+})
+
+// Every token pgfence.next_token() issues carries its timeline (from EPOCH_TAG up, 19 digits).
+// The row trigger admits those of this timeline on its usual paths: check_row, which reads the
+// token again and checks its timeline with a query, would cost as much again as the whole write.
+describe('tokens of next_token(): the usual paths for this timeline', () => {
+  test('a token of this timeline writes by SET and by comment, inserts and deletes without check_row', async () => {
+    const token = await nextToken()
+    const calls = await checkRowCalls(async () => {
+      await app.query(`SET LOCAL app.fencing_token = ${token}`)
+      await app.query("UPDATE invoices SET status = 'SET' WHERE id = 99")
+      await app.query("UPDATE invoices SET status = 'SET again' WHERE id = 99")
+      await app.query(
+        `UPDATE invoices SET status = 'COMMENT' WHERE id = 99 /*fencing_token='${token}'*/`,
+      )
+      await app.query("INSERT INTO invoices (id, status) VALUES (100, 'NEW')")
+      await app.query('DELETE FROM invoices WHERE id = 100')
+    })
+    expect(calls).toBe(0)
+    expect(await row99()).toEqual({ status: 'COMMENT', fencing_token: token.toString() })
+  })
+
+  test('a token tagged with an earlier timeline than this one goes on to check_row', async () => {
+    // Timeline 0 is no server's: check_row admits it (epoch_check refuses 1 to this one's - 1).
+    const token = EPOCH_TAG + 5n
+    const calls = await checkRowCalls(async () => {
+      await app.query(`SET LOCAL app.fencing_token = ${token}`)
+      await app.query("UPDATE invoices SET status = 'TIMELINE 0' WHERE id = 99")
+    })
+    expect(calls).toBe(1)
+    expect(await row99()).toEqual({ status: 'TIMELINE 0', fencing_token: token.toString() })
+  })
+
+  test('the usual path of issued tokens refuses what check_row refuses', async () => {
+    const [older, newer] = [await nextToken(), await nextToken()]
+    await app.query(`SET app.fencing_token = ${newer}`)
+    await app.query("UPDATE invoices SET status = 'NEWER' WHERE id = 99")
+    await app.query(`SET app.fencing_token = ${older}`)
+    expect(await sqlstateOf(app.query("UPDATE invoices SET status = 'LATE' WHERE id = 99"))).toBe(
+      'PF409',
+    )
+    expect(await sqlstateOf(app.query('DELETE FROM invoices WHERE id = 99'))).toBe('PF409')
+    await app.query(`SET app.fencing_token = ${newer}`)
+    // The fence column written around the rewrite (a function's UPDATE): not the token, PF501.
+    await admin.query(`CREATE OR REPLACE FUNCTION set_token(t bigint) RETURNS void LANGUAGE sql AS
+      $$ UPDATE invoices SET fencing_token = t WHERE id = 99 $$`)
+    expect(await sqlstateOf(app.query(`SELECT set_token(${newer + 1n})`))).toBe('PF501')
+    // 19 digits above the largest bigint: PF400, as from check_row, not the cast's 22003.
+    await app.query("SET app.fencing_token = '9999999999999999999'")
+    expect(await sqlstateOf(app.query("UPDATE invoices SET status = 'BIG' WHERE id = 99"))).toBe(
+      'PF400',
+    )
+    expect(await row99()).toEqual({ status: 'NEWER', fencing_token: newer.toString() })
   })
 })

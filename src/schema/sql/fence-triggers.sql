@@ -75,14 +75,19 @@ $fn$;
 -- by a value, so each gets its own; the setting and rejectUnissuedTokens are written into it).
 -- Trigger arguments: token setting, requireToken, rejectUnissuedTokens, for check_row.
 -- It is the only check of a fenced row and sets the fence column to the presented token. An
--- UPDATE that does not lower the column reads the token first; two usual cases are then one
+-- UPDATE that does not lower the column reads the token first; three usual cases are then one
 -- condition of built-ins each, and any other row goes to check_row:
 -- - the token is the column's new value, as its text, with maintenance never set in the session:
 --   the same token again (the column left as it was), or the one pgfence's rewrite of an UPDATE
 --   with a comment token sets the column to. No digit check, cast or assignment; not for a token
---   of next_token() (19 digits, from EPOCH_TAG up), whose timeline parse_token checks;
+--   of next_token() (19 digits, from EPOCH_TAG up), whose timeline needs checking;
 -- - a token of up to 18 digits, no lower than the committed one, the column left to pgfence,
---   maintenance off: the column is set to it.
+--   maintenance off: the column is set to it;
+-- - a token of next_token() issued on this server's timeline or a later one (those epoch_check
+--   admits), no lower than the committed one, the column left to pgfence or set to the token,
+--   maintenance off: the column is set to it. Every token pgfence issues is one: without this
+--   case each of their rows would take check_row, which costs as much again as the whole write.
+-- INSERT and DELETE have the last two cases too, after the TG_OP test.
 -- PL/pgSQL keeps the function compiled for the session but sets each expression up again in
 -- every transaction, at a cost per node it names (more for a function or operator, which is also
 -- checked for EXECUTE): so the usual paths name few, and only the expressions a row reaches are
@@ -104,6 +109,16 @@ DECLARE
   -- length BETWEEN (which names length twice) and ltrim took six.
   usual_token text := $sql$pg_catalog.strpos('x000000000000000000', pg_catalog.translate(token, '123456789', '000000000')) = 2
         AND coalesce(pg_catalog.current_setting('pgfence.maintenance', true), '') IN ('', 'off')$sql$;
+  -- A token of next_token() (19 digits from EPOCH_TAG up: in the C collation, texts of 19
+  -- digits order as their numbers, so the cast cannot fail) with maintenance off. Only rows the
+  -- usual paths leave reach it (the others go on to check_row).
+  issued_token text := $sql$pg_catalog.length(token) = 19
+        AND pg_catalog.translate(token, '123456789', '000000000') = '0000000000000000000'
+        AND token COLLATE "C" BETWEEN '{{epoch_tag}}' AND '9223372036854775807'
+        AND coalesce(pg_catalog.current_setting('pgfence.maintenance', true), '') IN ('', 'off')$sql$;
+  -- Issued on this server's timeline or a later one: what epoch_check admits, with built-ins
+  -- (a call of pgfence.timeline() runs a query).
+  this_timeline text := $sql$(token::bigint - {{epoch_tag}}) / {{sequence_span}} >= {{current_timeline}}$sql$;
   -- The relation the trigger fires on, as check_row names it.
   relation text := $sql$pg_catalog.quote_ident(TG_TABLE_SCHEMA) || '.' || pg_catalog.quote_ident(TG_TABLE_NAME)$sql$;
 BEGIN
@@ -126,6 +141,12 @@ BEGIN
       NEW.{column} := token::bigint;
       RETURN NEW;
     END IF;
+    IF (CASE WHEN {issued_token} THEN token::bigint >= OLD.{column}
+          AND (NEW.{column} = OLD.{column} OR NEW.{column} = token::bigint) AND {this_timeline}
+        ELSE false END) THEN
+      NEW.{column} := token::bigint;
+      RETURN NEW;
+    END IF;
   END IF;
   IF TG_OP = 'UPDATE' THEN
     NEW.{column} := pgfence.check_row(TG_OP, OLD.{column}, NEW.{column}, {column_literal}, TG_ARGV[0],
@@ -138,11 +159,19 @@ BEGIN
       NEW.{column} := token::bigint;
       RETURN NEW;
     END IF;
+    IF (CASE WHEN {fast} AND NEW.{column} = 0 AND {issued_token} THEN {this_timeline} ELSE false END) THEN
+      NEW.{column} := token::bigint;
+      RETURN NEW;
+    END IF;
     NEW.{column} := pgfence.check_row(TG_OP, NULL, NEW.{column}, {column_literal}, TG_ARGV[0],
       TG_ARGV[1]::boolean, TG_ARGV[2]::boolean, {relation});
     RETURN NEW;
   END IF;
   IF (CASE WHEN {fast} AND {usual_token} THEN token::bigint >= OLD.{column} ELSE false END) THEN
+    RETURN OLD;
+  END IF;
+  IF (CASE WHEN {fast} AND {issued_token} THEN token::bigint >= OLD.{column} AND {this_timeline}
+      ELSE false END) THEN
     RETURN OLD;
   END IF;
   PERFORM pgfence.check_row(TG_OP, OLD.{column}, NULL, {column_literal}, TG_ARGV[0], TG_ARGV[1]::boolean,
@@ -157,6 +186,8 @@ $def$, pg_catalog.jsonb_build_object(
     'row_token', pgfence.fill_template(row_token,
       pg_catalog.jsonb_build_object('setting', pg_catalog.quote_nullable(setting))),
     'usual_token', usual_token,
+    'issued_token', issued_token,
+    'this_timeline', this_timeline,
     'relation', relation,
     'fast', CASE WHEN unissued THEN 'false' ELSE 'true' END));
   RETURN name;

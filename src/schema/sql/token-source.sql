@@ -13,12 +13,12 @@ CREATE SCHEMA IF NOT EXISTS pgfence;
 
 CREATE SEQUENCE IF NOT EXISTS pgfence.token_seq AS bigint MINVALUE 1 NO CYCLE;
 
--- The server's timeline: the first 8 hex digits of its current WAL file's name (no privilege
--- needed). It grows at every promotion. On a standby: 55000, as no write may happen there.
+-- The server's timeline (token-source.ts: currentTimelineSql). It grows at every promotion. On a
+-- standby: 55000, as no write may happen there.
 CREATE OR REPLACE FUNCTION pgfence.timeline() RETURNS bigint
 LANGUAGE sql STABLE
 AS $$
-  SELECT ('x' || substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
+  SELECT {{current_timeline}}
 $$;
 
 CREATE OR REPLACE FUNCTION pgfence.next_token() RETURNS bigint
