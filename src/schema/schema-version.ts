@@ -5,7 +5,7 @@
  * REPLACE, IF NOT EXISTS, and drops of the objects earlier versions had), so fences, fence
  * columns and the token sequence are kept.
  */
-export const SCHEMA_VERSION = 2
+export const SCHEMA_VERSION = 3
 
 /**
  * The mark is the pgfence schema's comment: readable with the catalog alone, by any role and

@@ -7,13 +7,16 @@ import { readmeBlock, runShell, shellCommands } from './readme-blocks.js'
 // The README's upgrade and uninstall commands, as written, on a database with the previous
 // release's schema.
 
+/** The schema version of the release before this one. */
+const PREVIOUS_VERSION = 2
+
 let db: TestDatabase
 let env: NodeJS.ProcessEnv
 
 beforeAll(async () => {
   const created = await databaseWithTables('readme_schema')
   db = created.db
-  await installPreviousSchema(created.admin)
+  await installPreviousSchema(created.admin, PREVIOUS_VERSION)
   await created.admin.end()
   env = { DIRECT_DATABASE_URL: db.url }
 })
@@ -27,11 +30,13 @@ test('schema-upgrade: --check says the version differs, migrate upgrades, --chec
   const before = await runShell(check!, env)
   expect(before).toMatchObject({
     code: 1,
-    stdout: `pgfence migrate --check: pgfence schema version 1 in this database, this pgfence needs ${SCHEMA_VERSION}\npgfence migrate --check: 1 difference: run pgfence migrate\n`,
+    stdout: `pgfence migrate --check: pgfence schema version ${PREVIOUS_VERSION} in this database, this pgfence needs ${SCHEMA_VERSION}\npgfence migrate --check: 1 difference: run pgfence migrate\n`,
   })
   const migrated = await runShell(migrate!, env)
   expect(migrated, migrated.stderr).toMatchObject({ code: 0 })
-  expect(migrated.stdout).toContain(`upgraded from version 1 to ${SCHEMA_VERSION}`)
+  expect(migrated.stdout).toContain(
+    `upgraded from version ${PREVIOUS_VERSION} to ${SCHEMA_VERSION}`,
+  )
   const after = await runShell(checkAgain!, env)
   expect(after).toMatchObject({ code: 0, stderr: '' })
   expect(after.stdout).toMatch(/^pgfence migrate --check: OK: [^\n]*\n$/)

@@ -6,7 +6,7 @@ import { createTestDatabase, maintenanceSession, type TestDatabase } from '../su
 
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url).pathname
 
-/** The config the previous release's schema (fixtures/schema-1.sql) was installed with. */
+/** The config the earlier schemas (fixtures/schema-N.sql) were installed with. */
 export const previousConfig = fixture('previous.yaml')
 
 /** The tables of previousConfig, before any fencing. */
@@ -17,9 +17,12 @@ CREATE TABLE billing."Ledger" (id int PRIMARY KEY, amount int);
 CREATE TABLE payouts (id int PRIMARY KEY, note text);
 `
 
-/** Installs the pgfence schema exactly as the releases before schema versions did. */
-export const installPreviousSchema = (client: pg.Client): Promise<unknown> =>
-  client.query(readFileSync(fixture('schema-1.sql'), 'utf8'))
+/**
+ * Installs an earlier pgfence schema exactly as its release did: version 1 (before schema
+ * versions were recorded) unless told otherwise.
+ */
+export const installPreviousSchema = (client: pg.Client, version = 1): Promise<unknown> =>
+  client.query(readFileSync(fixture(`schema-${version}.sql`), 'utf8'))
 
 /** A database with previousConfig's tables and a maintenance session to it. */
 export async function databaseWithTables(
