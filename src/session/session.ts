@@ -33,8 +33,6 @@ const interception = (rewriter: StatementRewriter | null | undefined, maintenanc
   bind: maintenance,
 })
 
-/** The DETAIL of PF409 as `pgfence.stale` words it (src/schema/fence-helpers.ts). */
-
 export interface SessionOptions {
   /** Rewriter and limits, read at each statement: a config reload swaps them. */
   settings: SettingsHolder
