@@ -356,7 +356,8 @@ describe.sequential('fenced writers through pgfence in front of Patroni', () => 
     // is discarded: its timeline ID stays used (the shared WAL archive), its tokens are above
     // every later one of the former primary's timeline. The audits that follow cover both.
     summary.leaderAfterThaw = (await cluster.healthy(false)) === old ? 'former primary' : 'promoted'
-  }, 120_000)
+    // The waits above may take up to 120 s (healthy), 60 s (the new leader) and 30 s in turn.
+  }, 240_000)
 
   test('synchronous mode: crashes and switchovers lose no acknowledged write', async () => {
     await cluster.setSynchronous(true)
