@@ -364,6 +364,28 @@ export async function startPatroniCluster(size = 2) {
     freeze(node: PatroniNode, frozen: boolean): void {
       signal(patroniTree(stateOf(node)), frozen ? 'SIGSTOP' : 'SIGCONT')
     },
+    /**
+     * Rebuilds a replica from the leader (REST POST /reinitialize), as an operator does with a
+     * node that cannot rewind onto the leader's branch.
+     */
+    async reinitialize(node: PatroniNode): Promise<void> {
+      const response = await fetch(`${node.restUrl}/reinitialize`, {
+        method: 'POST',
+        body: JSON.stringify({ force: true }),
+        signal: AbortSignal.timeout(60_000),
+      })
+      const body = await response.text()
+      if (response.status !== 200) throw new Error(`reinitialize: ${response.status} ${body}`)
+    },
+    /** The last lines of each node's Patroni log, to say why a wait failed. */
+    logTails(lines = 15): string {
+      return nodes
+        .map((node) => {
+          const log = readFileSync(stateOf(node).logFile, 'utf8')
+          return `${node.name}:\n${log.trimEnd().split('\n').slice(-lines).join('\n')}`
+        })
+        .join('\n')
+    },
     /** Patroni's planned switchover (REST POST /switchover) from the leader to `candidate`. */
     async switchover(from: PatroniNode, candidate: PatroniNode): Promise<void> {
       const response = await fetch(`${from.restUrl}/switchover`, {
