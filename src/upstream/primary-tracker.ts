@@ -1,6 +1,8 @@
 import type { UpstreamConfig } from '../config/schema.js'
 import { PgError } from '../wire/error-response.js'
-import { PatroniProbe, qualifies, SqlProbe, type NodeRole } from './node-probe.js'
+import { performance } from 'node:perf_hooks'
+import { qualifies, SqlProbe, type NodeRole } from './node-probe.js'
+import { PatroniProbe } from './patroni-probe.js'
 import { listedNodes, UpstreamNode } from './upstream-node.js'
 import type { ReplicationMode } from './replication-guarantee.js'
 
@@ -54,6 +56,8 @@ class FixedUpstream implements Upstream {
 
 interface Probe {
   role(): Promise<NodeRole>
+  /** Until when (`performance.now()`) its last answer vouches for the node (Patroni's key). */
+  vouchedUntil?(): number
   replication(): Promise<ReplicationMode | null>
   close(): void
 }
@@ -61,7 +65,9 @@ interface Probe {
 /**
  * upstream.hosts: probes every node each primaryCheckIntervalMs (SQL, or Patroni's GET
  * /primary) and follows one primary: the current one while it still qualifies, else the first
- * that does in the listed order.
+ * that does in the listed order. With Patroni, the followed node is dropped as soon as its last
+ * 200 no longer proves it holds the leader key, even while its endpoint has not answered: a
+ * frozen Patroni's node gets no write by the time another node may take the key.
  */
 class PrimaryTracker implements Upstream {
   readonly nodes: readonly UpstreamNode[]
@@ -73,6 +79,8 @@ class PrimaryTracker implements Upstream {
   /** Woken after each round of probes. */
   private waiters = new Set<() => void>()
   private timer: NodeJS.Timeout | undefined
+  /** Fires when the followed node's last answer stops vouching for it. */
+  private lapse: NodeJS.Timeout | undefined
   private round: Promise<void> | null = null
   private again = false
   private closed = false
@@ -128,6 +136,7 @@ class PrimaryTracker implements Upstream {
   close(): void {
     this.closed = true
     clearTimeout(this.timer)
+    clearTimeout(this.lapse)
     for (const probe of this.probes) probe.close()
     for (const wake of [...this.waiters]) wake()
   }
@@ -154,19 +163,47 @@ class PrimaryTracker implements Upstream {
   private async probeAll(): Promise<void> {
     const roles = await this.answers()
     if (this.closed) return
+    // An answer that came too late to vouch for the node (a thawed request) proves nothing.
     const fit = (node: UpstreamNode) => {
       const role = roles[this.nodes.indexOf(node)]
-      return role !== undefined && this.qualifies(role)
+      return role !== undefined && this.qualifies(role) && this.vouched(node)
     }
     const followed = this.followed
-    // A followed node that has not answered yet is kept, unless another one is the primary.
+    // A followed node that has not answered yet is kept while its last answer vouches for it,
+    // unless another one is the primary.
     const keep =
       followed &&
       (fit(followed) ||
-        (roles[this.nodes.indexOf(followed)] === undefined && !this.nodes.some(fit)))
+        (roles[this.nodes.indexOf(followed)] === undefined &&
+          this.vouched(followed) &&
+          !this.nodes.some(fit)))
     const next = keep ? followed : (this.nodes.find((node) => fit(node)) ?? null)
     if (next !== this.followed) this.follow(next)
+    this.watchVouch()
     for (const wake of [...this.waiters]) wake()
+  }
+
+  private vouchedUntil(node: UpstreamNode): number {
+    return this.probes[this.nodes.indexOf(node)]!.vouchedUntil?.() ?? Infinity
+  }
+
+  private vouched(node: UpstreamNode): boolean {
+    return this.vouchedUntil(node) > performance.now()
+  }
+
+  /** Drops the followed node when its last answer stops vouching for it, between rounds too. */
+  private watchVouch(): void {
+    clearTimeout(this.lapse)
+    const node = this.followed
+    const until = node ? this.vouchedUntil(node) : Infinity
+    if (!node || until === Infinity) return
+    this.lapse = setTimeout(() => {
+      if (this.closed || this.followed !== node) return
+      if (this.vouched(node)) return this.watchVouch()
+      this.follow(null)
+      for (const wake of [...this.waiters]) wake()
+    }, until - performance.now())
+    this.lapse.unref()
   }
 
   /**

@@ -15,15 +15,28 @@ import { startReplicaPair, type ReplicaPair } from '../support/replica-pair.js'
 let leader: 0 | 1 | null = 0
 /** The endpoint that holds every request unanswered, as a frozen Patroni does. */
 let frozen: 0 | 1 | null = null
+/** The requests a frozen endpoint holds, answered when it thaws. */
+const held: (() => void)[] = []
+/** Patroni's timings as GET /config gives them: a 200 vouches for ttl − 1 − 1 = 1 s. */
+const TIMINGS = { ttl: 3, loop_wait: 1, retry_timeout: 1 }
 const endpoints: http.Server[] = []
 let pair: ReplicaPair
 let proxy: TestProxy
 
+function thaw(): void {
+  frozen = null
+  for (const answer of held.splice(0)) answer()
+}
+
 async function patroniEndpoint(index: 0 | 1): Promise<string> {
   const server = http.createServer((request, response) => {
-    if (frozen === index) return
-    response.statusCode = request.url === '/primary' && leader === index ? 200 : 503
-    response.end()
+    const answer = () => {
+      if (request.url === '/config') return response.end(JSON.stringify(TIMINGS))
+      response.statusCode = request.url === '/primary' && leader === index ? 200 : 503
+      response.end()
+    }
+    if (frozen === index) held.push(answer)
+    else answer()
   })
   endpoints.push(server)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -49,6 +62,7 @@ beforeAll(async () => {
 }, 60_000)
 
 afterAll(async () => {
+  thaw()
   await proxy?.close()
   for (const server of endpoints) {
     server.closeAllConnections()
@@ -118,4 +132,31 @@ test('an endpoint that never answers does not hold pgfence on its node once anot
     { timeoutMs: 10_000, what: 'pgfence to follow the key past the frozen endpoint' },
   )
   expect(await writeThrough('past a frozen endpoint')).toBe(pair.primary.port)
+})
+
+test("a leader's endpoint that stops answering stops vouching for its node before the key could move", async () => {
+  thaw()
+  leader = 0
+  const gauge = `pgfence_upstream_primary{host="${pair.primary.hostPort}"} 1`
+  const metrics = async () => (await fetch(`http://127.0.0.1:${proxy.adminPort}/metrics`)).text()
+  await waitFor(async () => (await metrics()).includes(gauge), { what: 'the leader followed' })
+  const failovers = (await metrics()).match(/^pgfence_failovers_total (\d+)/m)![1]
+  const held = new pg.Client({ connectionString: proxy.url() })
+  const ended = new Promise<Error & { code?: string }>((resolve) => held.on('error', resolve))
+  await held.connect()
+  await held.query('BEGIN')
+
+  // The leader's Patroni freezes; no other node ever answers 200.
+  const frozenAt = Date.now()
+  frozen = 0
+  expect((await ended).code).toBe('08006')
+  // Cut before the key (ttl 3 s from its last renewal) could have expired.
+  expect(Date.now() - frozenAt).toBeLessThan(TIMINGS.ttl * 1000)
+  await held.end().catch(() => {})
+  expect(await readyz()).toBe(503)
+
+  // Thawed, its answers vouch again: the same node is followed, and that is no failover.
+  thaw()
+  expect(await writeThrough('after the thaw')).toBe(pair.primary.port)
+  expect((await metrics()).match(/^pgfence_failovers_total (\d+)/m)![1]).toBe(failovers)
 })
