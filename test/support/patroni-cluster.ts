@@ -360,9 +360,9 @@ export async function startPatroniCluster(size = 2) {
     },
     /** Starts the node's Patroni again (after crash): it rejoins as a replica. */
     restart: (node: PatroniNode) => start(stateOf(node)),
-    /** SIGSTOP (true) or SIGCONT (false) of the node's Patroni only: PostgreSQL runs on. */
-    freeze(node: PatroniNode, frozen: boolean): void {
-      signal(patroniTree(stateOf(node)), frozen ? 'SIGSTOP' : 'SIGCONT')
+    /** SIGSTOP of the node's Patroni only: PostgreSQL runs on (crash ends both). */
+    freeze(node: PatroniNode): void {
+      signal(patroniTree(stateOf(node)), 'SIGSTOP')
     },
     /**
      * Rebuilds a replica from the leader (REST POST /reinitialize), as an operator does with a
