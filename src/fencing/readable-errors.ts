@@ -3,7 +3,7 @@ import {
   encodeErrorResponse,
   type ErrorField,
 } from '../wire/error-response.js'
-import { Backend } from '../wire/protocol.js'
+import { Backend, ErrorFieldType as Field } from '../wire/protocol.js'
 import { directTokenHint, proxyTokenHint } from '../rewrite/token-refusals.js'
 
 /** A CONTEXT entry of pgfence's own PL/pgSQL, and the statement text one of them ran. */
@@ -24,12 +24,14 @@ export function readableError(message: Buffer, fencing: TokenWords): Buffer | un
   if (message[0] !== Backend.ErrorResponse) return undefined
   // latin1: byte for byte, whatever the client_encoding; the markers are ASCII.
   const fields = decodeErrorResponse(message, 'latin1')
-  const code = fields.find(([key]) => key === 'C')?.[1]
+  const code = fields.find(([key]) => key === Field.Code)?.[1]
   if (!code?.startsWith('PF')) return undefined
   const directHint = directTokenHint(fencing.setting)
   const hint =
-    code === 'PF428' ? fields.findIndex(([key, value]) => key === 'H' && value === directHint) : -1
-  if (hint >= 0) fields[hint] = ['H', proxyTokenHint(fencing)]
+    code === 'PF428'
+      ? fields.findIndex(([key, value]) => key === Field.Hint && value === directHint)
+      : -1
+  if (hint >= 0) fields[hint] = [Field.Hint, proxyTokenHint(fencing)]
   return (
     withContext(fields, withoutOwnContext) ??
     (hint >= 0 ? encodeErrorResponse(fields, 'latin1') : undefined)
@@ -44,12 +46,12 @@ export function withContext(
   fields: ErrorField[],
   clean: (context: string) => string,
 ): Buffer | undefined {
-  const at = fields.findIndex(([key]) => key === 'W')
+  const at = fields.findIndex(([key]) => key === Field.Where)
   if (at < 0) return undefined
   const context = clean(fields[at]![1])
   if (context === fields[at]![1]) return undefined
   if (context === '') fields.splice(at, 1)
-  else fields[at] = ['W', context]
+  else fields[at] = [Field.Where, context]
   return encodeErrorResponse(fields, 'latin1')
 }
 

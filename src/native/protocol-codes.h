@@ -63,6 +63,21 @@
 #define TRANSACTION_STATUS_IN_TRANSACTION 'T'
 #define TRANSACTION_STATUS_FAILED 'E'
 
+/*
+ * The type letters of an ErrorResponse's (or NoticeResponse's) fields that pgfence reads or writes.
+ */
+#define ERROR_FIELD_TYPE_SEVERITY 'S'
+#define ERROR_FIELD_TYPE_SEVERITY_NON_LOCALIZED 'V'
+#define ERROR_FIELD_TYPE_CODE 'C'
+#define ERROR_FIELD_TYPE_MESSAGE 'M'
+#define ERROR_FIELD_TYPE_DETAIL 'D'
+#define ERROR_FIELD_TYPE_HINT 'H'
+#define ERROR_FIELD_TYPE_WHERE 'W'
+#define ERROR_FIELD_TYPE_SCHEMA 's'
+#define ERROR_FIELD_TYPE_TABLE 't'
+#define ERROR_FIELD_TYPE_COLUMN 'c'
+#define ERROR_FIELD_TYPE_ROUTINE 'R'
+
 /* What a Close or Describe names: a prepared statement (the other kind is a portal, 'P'). */
 #define STATEMENT_TARGET 'S'
 

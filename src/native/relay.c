@@ -444,7 +444,7 @@ static int is_warning(const uint8_t *message, size_t n) {
     const uint8_t *end = memchr(message + at, 0, n - at);
     if (end == NULL) return 0;
     size_t len = (size_t)(end - (message + at));
-    if (field == 'V') return len == 7 && memcmp(message + at, "WARNING", 7) == 0;
+    if (field == ERROR_FIELD_TYPE_SEVERITY_NON_LOCALIZED) return len == 7 && memcmp(message + at, "WARNING", 7) == 0;
     at += len + 1;
   }
   return 0;

@@ -1,5 +1,5 @@
 import { typedMessage } from './messages.js'
-import { Backend } from './protocol.js'
+import { Backend, ErrorFieldType as Field } from './protocol.js'
 
 /**
  * A PostgreSQL-shaped error that encodes itself as an ErrorResponse, for the few cases the
@@ -19,13 +19,13 @@ export class PgError extends Error {
 
   encode(): Buffer {
     const fields: ErrorField[] = [
-      ['S', this.severity],
-      ['V', this.severity],
-      ['C', this.code],
-      ['M', this.message],
+      [Field.Severity, this.severity],
+      [Field.SeverityNonLocalized, this.severity],
+      [Field.Code, this.code],
+      [Field.Message, this.message],
     ]
-    if (this.detail !== undefined) fields.push(['D', this.detail])
-    if (this.hint !== undefined) fields.push(['H', this.hint])
+    if (this.detail !== undefined) fields.push([Field.Detail, this.detail])
+    if (this.hint !== undefined) fields.push([Field.Hint, this.hint])
     return encodeErrorResponse(fields)
   }
 }
@@ -79,14 +79,14 @@ export interface ErrorFields {
 }
 
 const FIELD_NAMES: Record<string, keyof ErrorFields> = {
-  V: 'severity',
-  C: 'code',
-  M: 'message',
-  D: 'detail',
-  s: 'schema',
-  t: 'table',
-  c: 'column',
-  R: 'routine',
+  [Field.SeverityNonLocalized]: 'severity',
+  [Field.Code]: 'code',
+  [Field.Message]: 'message',
+  [Field.Detail]: 'detail',
+  [Field.Schema]: 'schema',
+  [Field.Table]: 'table',
+  [Field.Column]: 'column',
+  [Field.Routine]: 'routine',
 }
 
 /** Reads the fields of a complete ErrorResponse or NoticeResponse (header included). */

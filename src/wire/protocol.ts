@@ -70,6 +70,24 @@ export type TransactionStatus = (typeof TransactionStatus)[keyof typeof Transact
 export const transactionStatus = (byte: number): TransactionStatus =>
   String.fromCharCode(byte) as TransactionStatus
 
+/** The type letters of an ErrorResponse's (or NoticeResponse's) fields that pgfence reads or writes. */
+export const ErrorFieldType = {
+  Severity: 'S',
+  /** The severity, never localised: what a proxy may match on. */
+  SeverityNonLocalized: 'V',
+  Code: 'C',
+  Message: 'M',
+  Detail: 'D',
+  Hint: 'H',
+  Where: 'W',
+  Schema: 's',
+  Table: 't',
+  Column: 'c',
+  /** The server function that raised it: never translated, unlike the texts. */
+  Routine: 'R',
+} as const
+export type ErrorFieldType = (typeof ErrorFieldType)[keyof typeof ErrorFieldType]
+
 /** What a Close or Describe names: a prepared statement (the other kind is a portal, 'P'). */
 export const STATEMENT_TARGET = 0x53 // S
 
