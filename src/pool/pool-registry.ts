@@ -50,6 +50,7 @@ export class PoolRegistry {
               nativeTls,
               this.upstream,
             ),
+          (connection) => connection.destroy(),
         )
       const log = this.log.child({ pool: `${user}@${database}` })
       const pool = new Pool(() => live.config.pool, open, log, this.observers(database, user))

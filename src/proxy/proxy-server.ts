@@ -214,17 +214,22 @@ export async function startProxy(
       login = new UpstreamLogin(config.upstream)
       const deadline = login.deadline
       let node = upstream.nodes[0]!
-      const server = await connectToPrimary(upstream, deadline, (primary) => {
-        node = primary
-        return connectUpstream(primary.config, (chunk) => relay.session!.fromServer(chunk), {
-          keepalive: live.config.tcpKeepalive,
-          deadline,
-          nativeTls: nativeRelay,
-        }).catch((err: unknown) => {
-          metrics.upstreamConnectFailed()
-          throw err
-        })
-      })
+      const server = await connectToPrimary(
+        upstream,
+        deadline,
+        (primary) => {
+          node = primary
+          return connectUpstream(primary.config, (chunk) => relay.session!.fromServer(chunk), {
+            keepalive: live.config.tcpKeepalive,
+            deadline,
+            nativeTls: nativeRelay,
+          }).catch((err: unknown) => {
+            metrics.upstreamConnectFailed()
+            throw err
+          })
+        },
+        (socket) => socket.destroy(),
+      )
       if (raw.destroyed) return void server.destroy()
       const session = (relay.session = new ProxySession(handshake.connection, server, {
         settings: sessionSettings,

@@ -25,8 +25,12 @@ export function followFailovers(
     else logger.error({ previous: previous?.name }, 'no upstream primary: new connections wait')
     if (failover) countFailover()
     if (next) last = next
-    if (!previous) return
-    for (const session of [...registry.on(previous)]) void session.cut('failover')
+    // Sessions on every other node end: the previous primary's, and any that reached a node
+    // just as it stopped being followed.
+    for (const node of upstream.nodes) {
+      if (node === next) continue
+      for (const session of [...registry.on(node)]) void session.cut('failover')
+    }
     pools?.sweep()
   })
 }

@@ -264,21 +264,28 @@ export function deadlineAfter(ms: number, reason: PgError): AbortSignal {
 /**
  * `connect` to the primary; when it fails to reach a node of several, waits for the next check
  * and tries the primary again until `deadline` aborts. One fixed node: one attempt, as ever.
+ * A connection made to a node that stopped being the primary meanwhile is `discard`ed, not
+ * returned: the change of primary ended that node's sessions before this one existed.
  */
 export async function connectToPrimary<T>(
   upstream: Upstream,
   deadline: AbortSignal,
   connect: (node: UpstreamNode) => Promise<T>,
+  discard: (connection: T) => void,
 ): Promise<T> {
   for (;;) {
     const node = upstream.current() ?? (await upstream.primary(deadline))
+    let connection: T
     try {
-      return await connect(node)
+      connection = await connect(node)
     } catch (err) {
       const unreachable = err instanceof PgError && err.code === '08006'
       if (!upstream.following || !unreachable || deadline.aborted) throw err
       upstream.suspect(node)
       await upstream.nextCheck(deadline)
+      continue
     }
+    if (node.primary || !upstream.following) return connection
+    discard(connection)
   }
 }
