@@ -396,9 +396,10 @@ export async function startPatroniCluster(size = 2) {
       const body = await response.text()
       if (response.status !== 200) throw new Error(`switchover: ${response.status} ${body}`)
     },
-    /** Patroni's dynamic configuration (REST PATCH /config): synchronous_mode on or off. */
+    /** Patroni's dynamic configuration (REST PATCH /config on the leader): synchronous_mode. */
     async setSynchronous(on: boolean): Promise<void> {
-      const response = await fetch(`${nodes[0]!.restUrl}/config`, {
+      const current = (await leader()) ?? nodes[0]!
+      const response = await fetch(`${current.restUrl}/config`, {
         method: 'PATCH',
         body: JSON.stringify({ synchronous_mode: on }),
         signal: AbortSignal.timeout(10_000),

@@ -163,6 +163,8 @@ beforeAll(async () => {
         primaryCheckIntervalMs: 200,
         connectTimeoutMs: 30_000,
       },
+      // Each change of primary and each session it ends, beside the test's own figures.
+      log: { level: 'warn' },
     },
     databaseUrl(leader),
   )
