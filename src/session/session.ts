@@ -1,4 +1,4 @@
-import type { Logger } from '../log.js'
+import type { LevelLogger } from '../log.js'
 import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 import type { ClientConnection } from '../client/client-connection.js'
 import type { UpstreamSocket } from '../server/upstream-connector.js'
@@ -36,7 +36,7 @@ const interception = (rewriter: StatementRewriter | null | undefined, maintenanc
 export interface SessionOptions {
   /** Rewriter and limits, read at each statement: a config reload swaps them. */
   settings: SettingsHolder
-  logger: Logger
+  logger: LevelLogger
   /** Called once the server's first ReadyForQuery reached the client. */
   onReady: () => void
   /** Both legs use TLS with the same certificate, so SCRAM channel binding holds end to end. */
