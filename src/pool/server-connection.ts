@@ -115,7 +115,7 @@ export class ServerConnection {
     this.socket.write(query(text))
     let failure: PgError | null = null
     for (;;) {
-      const message = await this.queue.next()
+      const message = this.queue.take() ?? (await this.queue.next())
       if (message[0] === Backend.ErrorResponse) failure ??= serverError(message)
       else if (message[0] === Backend.ParameterStatus) this.noteParameter(message)
       else if (message[0] === Backend.ReadyForQuery) {
@@ -138,7 +138,7 @@ export class ServerConnection {
     this.socket.write(query(text))
     const messages: Buffer[] = []
     for (;;) {
-      const message = await this.queue.next()
+      const message = this.queue.take() ?? (await this.queue.next())
       if (message[0] === Backend.ReadyForQuery) return messages
       messages.push(message)
     }
@@ -156,7 +156,7 @@ export class ServerConnection {
       let discarded = false
       let retried = false
       for (;;) {
-        const message = await this.queue.next()
+        const message = this.queue.take() ?? (await this.queue.next())
         const type = message[0]
         if (type === Backend.ParameterStatus) this.noteParameter(message)
         else if (type === Backend.CommandComplete)
