@@ -71,8 +71,8 @@ export async function startPooledClient(
   }
   // Before the greeting, so that the client's first statement meets the check's outcome.
   await runNameCheck(pool, server, nameCheck?.() ?? null, context.resetTimeoutMs)
-  const parameters = greetingParameters(server.parameters, settings)
-  const refusal = fencing() && nonConformingStrings(scs(parameters))
+  const statuses = greetingStatuses(server.parameters, settings)
+  const refusal = fencing() && nonConformingStrings(statuses.scs)
   if (refusal) {
     pool.checkin(server)
     throw refusal
@@ -80,7 +80,7 @@ export async function startPooledClient(
   const held = { server: keepServer ? server : null }
   const cancelKey = context.cancelKeys.issue(() => held.server?.backendKey ?? null)
   // Greeted first: the settings' round trip to the server overlaps the client's next one.
-  socket.write(greeting(login.answer, encodedStatuses(parameters), cancelKey))
+  socket.write(greeting(login.answer, statuses.encoded, cancelKey))
   const pooled = { pool, server, held, settings, cancelKey, leftover: login.leftover }
   if (!keepServer) {
     pool.checkin(server)
@@ -127,32 +127,40 @@ async function applySettings(
   }
 }
 
-/** The server's ParameterStatus set as it will be once the client's settings are applied. */
-function greetingParameters(
-  parameters: Map<string, string>,
-  settings: [string, string][],
-): [string, string][] {
-  const asked = new Map(settings.map(([name, value]) => [name.toLowerCase(), value]))
-  return [...parameters].map(([name, value]) => [name, asked.get(name.toLowerCase()) ?? value])
+/** A greeting's ParameterStatus messages, and the standard_conforming_strings they report. */
+interface StatusSet {
+  encoded: Buffer
+  scs: string
 }
 
-/** Encoded ParameterStatus sets by content: the clients of a pool mostly get the same one. */
-const statusSets = new Map<string, Buffer>()
+/** Status sets by content: the clients of a pool mostly get the same one. */
+const statusSets = new Map<string, StatusSet>()
 const STATUS_SETS_KEPT = 64
 
-function encodedStatuses(parameters: [string, string][]): Buffer {
+/** The server's ParameterStatus set as it will be once the client's settings are applied. */
+function greetingStatuses(
+  parameters: Map<string, string>,
+  settings: [string, string][],
+): StatusSet {
+  const asked =
+    settings.length > 0
+      ? new Map(settings.map(([name, value]) => [name.toLowerCase(), value]))
+      : null
+  const applied = (name: string, value: string) => asked?.get(name.toLowerCase()) ?? value
   let key = ''
-  for (const [name, value] of parameters) key += `${name}\0${value}\0`
-  let encoded = statusSets.get(key)
-  if (!encoded) {
+  for (const [name, value] of parameters) key += `${name}\0${applied(name, value)}\0`
+  let set = statusSets.get(key)
+  if (!set) {
+    const pairs = [...parameters].map(([name, value]): [string, string] => [
+      name,
+      applied(name, value),
+    ])
+    const scs = pairs.find(([name]) => name === 'standard_conforming_strings')?.[1] ?? 'on'
     if (statusSets.size >= STATUS_SETS_KEPT) statusSets.clear()
-    statusSets.set(key, (encoded = parameterStatuses(parameters)))
+    statusSets.set(key, (set = { encoded: parameterStatuses(pairs), scs }))
   }
-  return encoded
+  return set
 }
-
-const scs = (parameters: [string, string][]): string =>
-  parameters.find(([name]) => name === 'standard_conforming_strings')?.[1] ?? 'on'
 
 /** The session's view of its server connection: given back to the pool (reset) at the end. */
 export function lendServer(client: PooledClient, context: PoolingContext): PooledUpstream {
