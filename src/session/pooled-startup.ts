@@ -129,12 +129,17 @@ async function applySettings(
 
 /** A greeting's ParameterStatus messages, and the standard_conforming_strings they report. */
 interface StatusSet {
+  /** The parameters it encodes, in the server's order. */
+  pairs: [string, string][]
   encoded: Buffer
   scs: string
 }
 
-/** Status sets by content: the clients of a pool mostly get the same one. */
-const statusSets = new Map<string, StatusSet>()
+/**
+ * Status sets made so far, found again by content: the clients of a pool mostly get the same
+ * one. Compared in place, with no key built per login.
+ */
+const statusSets: StatusSet[] = []
 const STATUS_SETS_KEPT = 64
 
 /** The server's ParameterStatus set as it will be once the client's settings are applied. */
@@ -147,19 +152,32 @@ function greetingStatuses(
       ? new Map(settings.map(([name, value]) => [name.toLowerCase(), value]))
       : null
   const applied = (name: string, value: string) => asked?.get(name.toLowerCase()) ?? value
-  let key = ''
-  for (const [name, value] of parameters) key += `${name}\0${applied(name, value)}\0`
-  let set = statusSets.get(key)
-  if (!set) {
-    const pairs = [...parameters].map(([name, value]): [string, string] => [
-      name,
-      applied(name, value),
-    ])
-    const scs = pairs.find(([name]) => name === 'standard_conforming_strings')?.[1] ?? 'on'
-    if (statusSets.size >= STATUS_SETS_KEPT) statusSets.clear()
-    statusSets.set(key, (set = { encoded: parameterStatuses(pairs), scs }))
-  }
+  const known = statusSets.find((set) => sameStatuses(set.pairs, parameters, applied))
+  if (known) return known
+  const pairs = [...parameters].map(([name, value]): [string, string] => [
+    name,
+    applied(name, value),
+  ])
+  const scs = pairs.find(([name]) => name === 'standard_conforming_strings')?.[1] ?? 'on'
+  if (statusSets.length >= STATUS_SETS_KEPT) statusSets.length = 0
+  const set = { pairs, encoded: parameterStatuses(pairs), scs }
+  statusSets.push(set)
   return set
+}
+
+/** Whether `pairs` are the server's parameters, in order, with the client's settings applied. */
+function sameStatuses(
+  pairs: [string, string][],
+  parameters: Map<string, string>,
+  applied: (name: string, value: string) => string,
+): boolean {
+  if (pairs.length !== parameters.size) return false
+  let i = 0
+  for (const [name, value] of parameters) {
+    const [setName, setValue] = pairs[i++]!
+    if (setName !== name || setValue !== applied(name, value)) return false
+  }
+  return true
 }
 
 /** The session's view of its server connection: given back to the pool (reset) at the end. */
