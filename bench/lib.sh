@@ -145,7 +145,7 @@ YAML
   # one group (autogroup), and a proxy in pgbench's session shares pgbench's CPU share and is
   # switched out more often per transaction. (setsid execs in place: $! is pgfence's pid.)
   # shellcheck disable=SC2086 # PGFENCE_NODE_OPTIONS: words for node (--cpu-prof, to profile)
-  setsid node ${PGFENCE_NODE_OPTIONS:-} dist/cli/main.js start --config "$config" \
+  setsid node ${PGFENCE_NODE_OPTIONS:-} "${PGFENCE_MAIN:-dist/cli/main.js}" start --config "$config" \
     >"$WORK_DIR/$name.log" 2>&1 &
   STARTED_PIDS+=($!)
   PROXY_PID[$port]=$!

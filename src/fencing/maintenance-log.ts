@@ -1,4 +1,4 @@
-import type { Logger } from '../log.js'
+import type { LevelLogger } from '../log.js'
 import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 import { maintenanceNeedle } from '../rewrite/statement-marker.js'
 import { Frontend, TransactionStatus } from '../wire/protocol.js'
@@ -23,9 +23,15 @@ const setLocal = /^\s*set\s+local\s+pgfence\.maintenance\b[^;]*;?\s*$/i
 /** The messages that run statements: those observe() logs. */
 export const observedTypes = new Set<number>([Frontend.Query, Frontend.Parse, Frontend.Bind])
 
+/** Holds the setting's name in any letter case (the name has no `=`: a match is in one part). */
+const mentionsSetting = (text: string): boolean => text.toLowerCase().includes(maintenanceNeedle)
+
 /** A client's startup parameters turn maintenance on (`options=-c pgfence.maintenance=on`). */
-export const startsInMaintenance = (params: Map<string, string>): boolean =>
-  [...params].some((entry) => entry.join('=').toLowerCase().includes(maintenanceNeedle))
+export function startsInMaintenance(params: Map<string, string>): boolean {
+  for (const [name, value] of params)
+    if (mentionsSetting(name) || mentionsSetting(value)) return true
+  return false
+}
 
 /**
  * Logs (info) each statement a session relays while `pgfence.maintenance` may be on for it, and
@@ -41,7 +47,7 @@ export class MaintenanceLog {
   private local = false
 
   constructor(
-    private readonly logger: Logger,
+    private readonly logger: LevelLogger,
     startupParams: Map<string, string> | undefined,
   ) {
     this.session = startupParams !== undefined && startsInMaintenance(startupParams)

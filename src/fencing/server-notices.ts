@@ -1,4 +1,4 @@
-import type { Logger } from '../log.js'
+import type { LevelLogger } from '../log.js'
 import { decodeErrorFields, PgError, type ErrorFields } from '../wire/error-response.js'
 import { decodeParameterStatus } from '../wire/parameter-status.js'
 import { FENCING_CODES } from '../rewrite/refusal.js'
@@ -88,7 +88,7 @@ function notMigrated(): PgError {
 export function onServerError(
   message: Buffer,
   fields: ErrorFields,
-  logger: Logger,
+  logger: LevelLogger,
   onRejection: OnRejection,
   fencing: TokenWords,
 ): Buffer | undefined {

@@ -873,12 +873,10 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   CHECK(napi_get_value_int32(env, argv[0], &client_fd));
   CHECK(napi_get_value_int32(env, argv[1], &server_fd));
   CHECK(napi_get_uv_event_loop(env, &loop));
-  CHECK(napi_create_object(env, &wrapper));
-  static const named_function_t methods[] = {{"stop", js_stop},
-                                             {"progress", js_progress},
-                                             {"update", js_update},
-                                             {"closeWhenIdle", js_close_when_idle}};
-  define_functions(env, wrapper, methods, sizeof methods / sizeof *methods);
+  napi_ref *relay_class = NULL, constructor;
+  CHECK(napi_get_instance_data(env, (void **)&relay_class));
+  CHECK(napi_get_reference_value(env, *relay_class, &constructor));
+  CHECK(napi_new_instance(env, constructor, 0, NULL, &wrapper));
   relay_t *r = calloc(1, sizeof *r);
   if (!r) {
     napi_throw_error(env, NULL, "pgfence relay: out of memory");
@@ -1011,7 +1009,44 @@ static napi_value js_normalise_query(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* The relay's class: its methods are made once, on the prototype, not for each relay. */
+static napi_value js_relay_construct(napi_env env, napi_callback_info info) {
+  napi_value self;
+  napi_get_cb_info(env, info, NULL, NULL, &self, NULL);
+  return self;
+}
+
+static void relay_class_finalize(napi_env env, void *data, void *hint) {
+  (void)hint;
+  napi_delete_reference(env, *(napi_ref *)data);
+  free(data);
+}
+
+static napi_value define_relay_class(napi_env env) {
+  static const napi_property_descriptor methods[] = {
+      {"stop", NULL, js_stop, NULL, NULL, NULL, napi_default_method, NULL},
+      {"progress", NULL, js_progress, NULL, NULL, NULL, napi_default_method, NULL},
+      {"update", NULL, js_update, NULL, NULL, NULL, napi_default_method, NULL},
+      {"closeWhenIdle", NULL, js_close_when_idle, NULL, NULL, NULL, napi_default_method, NULL}};
+  napi_value constructor;
+  napi_ref *ref = malloc(sizeof *ref);
+  if (!ref) {
+    napi_throw_error(env, NULL, "pgfence relay: out of memory");
+    return NULL;
+  }
+  if (napi_define_class(env, "NativeRelay", NAPI_AUTO_LENGTH, js_relay_construct, NULL,
+                        sizeof methods / sizeof *methods, methods, &constructor) != napi_ok ||
+      napi_create_reference(env, constructor, 1, ref) != napi_ok ||
+      napi_set_instance_data(env, ref, relay_class_finalize, NULL) != napi_ok) {
+    free(ref);
+    napi_throw_error(env, NULL, "pgfence relay: cannot define the relay class");
+    return NULL;
+  }
+  return constructor;
+}
+
 NAPI_MODULE_INIT() {
+  if (!define_relay_class(env)) return NULL;
   static const named_function_t functions[] = {{"relay", js_relay},
                                                {"createQueryCache", js_create_query_cache},
                                                {"queryCacheStats", js_query_cache_stats},

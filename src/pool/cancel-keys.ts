@@ -20,12 +20,14 @@ export class CancelKeys {
   /** A new key for a client; forget() it when the client leaves. */
   issue(held: HeldServerKey): BackendKey {
     let key: BackendKey
+    let name: string
     do {
       const bytes = randomBytes(8)
       bytes[0]! &= 0x7f // a positive process id, as PostgreSQL's
       key = readBackendKey(bytes, 0)
-    } while (this.clients.has(mapKey(key)))
-    this.clients.set(mapKey(key), held)
+      name = mapKey(key)
+    } while (this.clients.has(name))
+    this.clients.set(name, held)
     return key
   }
 

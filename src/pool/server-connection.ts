@@ -22,9 +22,9 @@ import type { Config } from '../config/schema.js'
 
 /** Server messages pgfence reads while it drives a connection itself are small. */
 const MAX_DRIVEN_MESSAGE = 1024 * 1024
-const SYNC = typedMessage(Frontend.Sync)
 const DISCARD_ALL = query('DISCARD ALL')
 const ROLLBACK_AND_DISCARD = Buffer.concat([query('ROLLBACK'), DISCARD_ALL])
+const SYNC_AND_DISCARD = Buffer.concat([typedMessage(Frontend.Sync), DISCARD_ALL])
 /** A transaction left open or aborted by the client: DISCARD ALL refuses to run in it. */
 const IN_TRANSACTION = new Set(['25001', '25P02'])
 
@@ -115,7 +115,7 @@ export class ServerConnection {
     this.socket.write(query(text))
     let failure: PgError | null = null
     for (;;) {
-      const message = await this.queue.next()
+      const message = this.queue.take() ?? (await this.queue.next())
       if (message[0] === Backend.ErrorResponse) failure ??= serverError(message)
       else if (message[0] === Backend.ParameterStatus) this.noteParameter(message)
       else if (message[0] === Backend.ReadyForQuery) {
@@ -138,7 +138,7 @@ export class ServerConnection {
     this.socket.write(query(text))
     const messages: Buffer[] = []
     for (;;) {
-      const message = await this.queue.next()
+      const message = this.queue.take() ?? (await this.queue.next())
       if (message[0] === Backend.ReadyForQuery) return messages
       messages.push(message)
     }
@@ -152,11 +152,11 @@ export class ServerConnection {
   async reset(unclean: boolean, timeoutMs: number): Promise<boolean> {
     const timer = setTimeout(() => this.queue.fail(new Error('reset timed out')), timeoutMs)
     try {
-      this.socket.write(unclean ? Buffer.concat([SYNC, DISCARD_ALL]) : DISCARD_ALL)
+      this.socket.write(unclean ? SYNC_AND_DISCARD : DISCARD_ALL)
       let discarded = false
       let retried = false
       for (;;) {
-        const message = await this.queue.next()
+        const message = this.queue.take() ?? (await this.queue.next())
         const type = message[0]
         if (type === Backend.ParameterStatus) this.noteParameter(message)
         else if (type === Backend.CommandComplete)

@@ -13,7 +13,8 @@ export function startupSettings(params: Map<string, string>): [string, string][]
     throw new PgError('08P01', 'replication connections are not supported with pooling')
   const settings: [string, string][] = []
   for (const [name, value] of params) if (!NOT_SETTINGS.has(name)) settings.push([name, value])
-  return settings.concat(parseOptions(params.get('options') ?? ''))
+  const options = params.get('options')
+  return options ? settings.concat(parseOptions(options)) : settings
 }
 
 /** libpq's `options`: words split on unescaped whitespace, `\` escaping the next character. */

@@ -1,6 +1,6 @@
 import net from 'node:net'
 import type { Config } from '../config/schema.js'
-import { createLogger, type Logger } from '../log.js'
+import { createLogger, lazyChild, type Logger } from '../log.js'
 import { runStartupHandshake } from '../client/startup-handshake.js'
 import { acceptClients, type ClientConnection } from '../client/client-connection.js'
 import { connectUpstream } from '../server/upstream-connector.js'
@@ -143,7 +143,7 @@ export async function startProxy(
         })
       }
       const database = params.get('database') ?? params.get('user') ?? ''
-      const sessionLog = logger.child({
+      const sessionLog = lazyChild(logger, {
         conn: conn.id,
         peer: conn.peer,
         user: params.get('user'),

@@ -23,19 +23,32 @@ export function interceptedTypes({ statements, bind, close }: Interception): num
   return types
 }
 
+/** A set of intercepted types in both relays' forms, made once per Interception. */
+interface TypeSet {
+  /** As the native relay takes it: one character per type. */
+  chars: string
+  /** As the JavaScript framer takes it: a 256-entry table. */
+  table: Uint8Array
+}
+
+const sets = new Map<number, TypeSet>()
+
+function typeSet(interception: Interception): TypeSet {
+  const { statements, bind, close = false } = interception
+  const key = Number(statements) | (Number(bind) << 1) | (Number(close) << 2)
+  let set = sets.get(key)
+  if (!set) {
+    const types = interceptedTypes(interception)
+    set = { chars: String.fromCharCode(...types), table: typeTable(types) }
+    sets.set(key, set)
+  }
+  return set
+}
+
 /** The same set as the native relay takes it: one character per type. */
 export const interceptedTypeChars = (interception: Interception): string =>
-  String.fromCharCode(...interceptedTypes(interception))
-
-const tables = new Map<string, Uint8Array>()
+  typeSet(interception).chars
 
 /** The same set as the JavaScript framer takes it: a 256-entry table, built once per set. */
-export function interceptedTypeTable(interception: Interception): Uint8Array {
-  const chars = interceptedTypeChars(interception)
-  let table = tables.get(chars)
-  if (!table) {
-    table = typeTable(interceptedTypes(interception))
-    tables.set(chars, table)
-  }
-  return table
-}
+export const interceptedTypeTable = (interception: Interception): Uint8Array =>
+  typeSet(interception).table

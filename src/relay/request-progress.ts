@@ -35,8 +35,11 @@ export const CARRIED_FIELDS = [
 export type CarriedProgress = Pick<RequestProgress, (typeof CARRIED_FIELDS)[number]>
 
 /** The carried fields of a session's progress. */
-export const carriedOf = (progress: CarriedProgress): CarriedProgress =>
-  Object.fromEntries(CARRIED_FIELDS.map((field) => [field, progress[field]])) as CarriedProgress
+export function carriedOf(progress: CarriedProgress): CarriedProgress {
+  const carried: Partial<Record<keyof CarriedProgress, unknown>> = {}
+  for (const field of CARRIED_FIELDS) carried[field] = progress[field]
+  return carried as CarriedProgress
+}
 
 /** COMMIT or END as a word: lexical and conservative, a literal that says so counts too. */
 const COMMIT_WORD = /(?<![\w$\u0080-\uffff])(commit|end)(?![\w$\u0080-\uffff])/i

@@ -71,8 +71,8 @@ export async function startPooledClient(
   }
   // Before the greeting, so that the client's first statement meets the check's outcome.
   await runNameCheck(pool, server, nameCheck?.() ?? null, context.resetTimeoutMs)
-  const parameters = greetingParameters(server.parameters, settings)
-  const refusal = fencing() && nonConformingStrings(scs(parameters))
+  const statuses = greetingStatuses(server.parameters, settings)
+  const refusal = fencing() && nonConformingStrings(statuses.scs)
   if (refusal) {
     pool.checkin(server)
     throw refusal
@@ -80,7 +80,7 @@ export async function startPooledClient(
   const held = { server: keepServer ? server : null }
   const cancelKey = context.cancelKeys.issue(() => held.server?.backendKey ?? null)
   // Greeted first: the settings' round trip to the server overlaps the client's next one.
-  socket.write(greeting(login.answer, encodedStatuses(parameters), cancelKey))
+  socket.write(greeting(login.answer, statuses.encoded, cancelKey))
   const pooled = { pool, server, held, settings, cancelKey, leftover: login.leftover }
   if (!keepServer) {
     pool.checkin(server)
@@ -127,32 +127,58 @@ async function applySettings(
   }
 }
 
-/** The server's ParameterStatus set as it will be once the client's settings are applied. */
-function greetingParameters(
-  parameters: Map<string, string>,
-  settings: [string, string][],
-): [string, string][] {
-  const asked = new Map(settings.map(([name, value]) => [name.toLowerCase(), value]))
-  return [...parameters].map(([name, value]) => [name, asked.get(name.toLowerCase()) ?? value])
+/** A greeting's ParameterStatus messages, and the standard_conforming_strings they report. */
+interface StatusSet {
+  /** The parameters it encodes, in the server's order. */
+  pairs: [string, string][]
+  encoded: Buffer
+  scs: string
 }
 
-/** Encoded ParameterStatus sets by content: the clients of a pool mostly get the same one. */
-const statusSets = new Map<string, Buffer>()
+/**
+ * Status sets made so far, found again by content: the clients of a pool mostly get the same
+ * one. Compared in place, with no key built per login.
+ */
+const statusSets: StatusSet[] = []
 const STATUS_SETS_KEPT = 64
 
-function encodedStatuses(parameters: [string, string][]): Buffer {
-  let key = ''
-  for (const [name, value] of parameters) key += `${name}\0${value}\0`
-  let encoded = statusSets.get(key)
-  if (!encoded) {
-    if (statusSets.size >= STATUS_SETS_KEPT) statusSets.clear()
-    statusSets.set(key, (encoded = parameterStatuses(parameters)))
-  }
-  return encoded
+/** The server's ParameterStatus set as it will be once the client's settings are applied. */
+function greetingStatuses(
+  parameters: Map<string, string>,
+  settings: [string, string][],
+): StatusSet {
+  const asked =
+    settings.length > 0
+      ? new Map(settings.map(([name, value]) => [name.toLowerCase(), value]))
+      : null
+  const applied = (name: string, value: string) => asked?.get(name.toLowerCase()) ?? value
+  const known = statusSets.find((set) => sameStatuses(set.pairs, parameters, applied))
+  if (known) return known
+  const pairs = [...parameters].map(([name, value]): [string, string] => [
+    name,
+    applied(name, value),
+  ])
+  const scs = pairs.find(([name]) => name === 'standard_conforming_strings')?.[1] ?? 'on'
+  if (statusSets.length >= STATUS_SETS_KEPT) statusSets.length = 0
+  const set = { pairs, encoded: parameterStatuses(pairs), scs }
+  statusSets.push(set)
+  return set
 }
 
-const scs = (parameters: [string, string][]): string =>
-  parameters.find(([name]) => name === 'standard_conforming_strings')?.[1] ?? 'on'
+/** Whether `pairs` are the server's parameters, in order, with the client's settings applied. */
+function sameStatuses(
+  pairs: [string, string][],
+  parameters: Map<string, string>,
+  applied: (name: string, value: string) => string,
+): boolean {
+  if (pairs.length !== parameters.size) return false
+  let i = 0
+  for (const [name, value] of parameters) {
+    const [setName, setValue] = pairs[i++]!
+    if (setName !== name || setValue !== applied(name, value)) return false
+  }
+  return true
+}
 
 /** The session's view of its server connection: given back to the pool (reset) at the end. */
 export function lendServer(client: PooledClient, context: PoolingContext): PooledUpstream {

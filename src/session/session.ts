@@ -1,4 +1,4 @@
-import type { Logger } from '../log.js'
+import type { LevelLogger } from '../log.js'
 import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 import type { ClientConnection } from '../client/client-connection.js'
 import type { UpstreamSocket } from '../server/upstream-connector.js'
@@ -36,7 +36,7 @@ const interception = (rewriter: StatementRewriter | null | undefined, maintenanc
 export interface SessionOptions {
   /** Rewriter and limits, read at each statement: a config reload swaps them. */
   settings: SettingsHolder
-  logger: Logger
+  logger: LevelLogger
   /** Called once the server's first ReadyForQuery reached the client. */
   onReady: () => void
   /** Both legs use TLS with the same certificate, so SCRAM channel binding holds end to end. */
@@ -102,7 +102,8 @@ export class ProxySession {
   private lastErrorFatal = false
   private readonly framer: MessageFramer
   private readonly scanner: BackendScanner
-  private readonly authFilter: LoginPhase
+  /** The server's login messages, read only by a session that logs in itself (start). */
+  private authFilter: LoginPhase | null = null
   private native: NativeRelay | null = null
   /** Set when authentication ends, if the session may move to the native relay. */
   private handOverPending = false
@@ -140,14 +141,14 @@ export class ProxySession {
       (status) => this.requests.readyForQuery(status),
       (error) => this.abort(error),
     )
-    this.authFilter = withLoginQuery(
-      new AuthPhaseFilter(options.keepChannelBinding),
-      options.loginQuery ?? null,
-      (bytes) => this.upstream.write(bytes),
-    )
   }
 
   start(startupPacket: Buffer, leftover: Buffer): void {
+    this.authFilter = withLoginQuery(
+      new AuthPhaseFilter(this.options.keepChannelBinding),
+      this.options.loginQuery ?? null,
+      (bytes) => this.upstream.write(bytes),
+    )
     this.listen()
     this.options.loginDeadline.addEventListener('abort', () => this.loginTimedOut(), { once: true })
     this.upstream.write(startupPacket)
@@ -236,13 +237,14 @@ export class ProxySession {
   }
 
   state(): SessionState {
-    const progress = this.native?.progress() ?? this.requests.snapshot()
+    const ownProgress = this.requests.snapshot()
+    const progress = this.native?.progress() ?? ownProgress
     const inTransaction = progress.status !== TransactionStatus.Idle
     const atBoundaries =
       this.native !== null || (this.framer.atBoundary() && this.scanner.atBoundary())
     return {
       transactions:
-        this.requests.snapshot().transactions +
+        ownProgress.transactions +
         this.nativeTransactions +
         (this.native ? progress.transactions : 0),
       ready: this.ready,
@@ -327,7 +329,7 @@ export class ProxySession {
 
   /** Authentication messages (copied: they are few); returns the session's first bytes, if any. */
   private passAuthPhase(chunk: Buffer): Buffer | null {
-    const { forward, rest } = this.authFilter.push(chunk)
+    const { forward, rest } = this.authFilter!.push(chunk)
     for (const message of forward) {
       if (message[0] === Backend.ParameterStatus) this.onParameterStatus(message)
       else if (message[0] === Backend.BackendKeyData) this.backendKey = readBackendKey(message)

@@ -1,5 +1,5 @@
 import type { ClientConnection } from '../client/client-connection.js'
-import type { Logger } from '../log.js'
+import type { LevelLogger } from '../log.js'
 import type { Pool } from '../pool/pool.js'
 import type { ServerConnection } from '../pool/server-connection.js'
 import { statementEffects } from '../pool/transaction-rules.js'
@@ -40,7 +40,7 @@ export interface TransactionSessionOptions {
   pool: Pool
   /** Rewriter and limits, read at each statement: a config reload swaps them. */
   live: SettingsHolder
-  logger: Logger
+  logger: LevelLogger
   /**
    * Settings whose session values follow the client from one server connection to the next,
    * read when they are (the token settings are the config's in force).
@@ -627,7 +627,7 @@ export function startTransactionSession(
   context: PoolingContext,
   options: {
     settings: SettingsHolder
-    logger: Logger
+    logger: LevelLogger
     onRejection: OnRejection
     nativeRelay: boolean
     cancelBackend(key: BackendKey, server: ServerConnection): Promise<void>

@@ -15,13 +15,16 @@ export const typedMessageLength =
     return total
   }
 
+/** No bytes: shared, as nothing is ever written to it. */
+const NOTHING = Buffer.alloc(0)
+
 /**
  * Whole packets out of a byte stream, awaited one at a time: for the short exchanges pgfence
  * conducts itself (startup, authentication, a pooled connection's login and reset). Bytes are
  * copied, since a socket may reuse its read buffer; lengths are checked before buffering more.
  */
 export class MessageQueue {
-  private buffered: Buffer = Buffer.alloc(0)
+  private buffered: Buffer = NOTHING
   private waiter: { resolve: (message: Buffer) => void; reject: (err: Error) => void } | null = null
   private failure: Error | null = null
 
@@ -43,6 +46,24 @@ export class MessageQueue {
       this.waiter = { resolve, reject }
       this.deliver()
     })
+  }
+
+  /**
+   * The next packet if it is here whole, else null (then next() waits for it, or rejects): a
+   * response read in one chunk is taken without a promise per message.
+   */
+  take(): Buffer | null {
+    if (this.waiter) return null
+    let total = 0
+    try {
+      total = this.frameLength(this.buffered)
+    } catch {
+      return null // next() rejects with it
+    }
+    if (total === 0 || this.buffered.length < total) return null
+    const message = this.buffered.subarray(0, total)
+    this.buffered = this.buffered.subarray(total)
+    return message
   }
 
   /** The bytes received after the packets taken so far. */
