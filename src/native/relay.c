@@ -873,7 +873,8 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   CHECK(napi_get_value_int32(env, argv[0], &client_fd));
   CHECK(napi_get_value_int32(env, argv[1], &server_fd));
   CHECK(napi_get_uv_event_loop(env, &loop));
-  napi_ref *relay_class = NULL, constructor;
+  napi_ref *relay_class = NULL;
+  napi_value constructor;
   CHECK(napi_get_instance_data(env, (void **)&relay_class));
   CHECK(napi_get_reference_value(env, *relay_class, &constructor));
   CHECK(napi_new_instance(env, constructor, 0, NULL, &wrapper));
