@@ -53,17 +53,7 @@ export class MessageQueue {
    * response read in one chunk is taken without a promise per message.
    */
   take(): Buffer | null {
-    if (this.waiter) return null
-    let total = 0
-    try {
-      total = this.frameLength(this.buffered)
-    } catch {
-      return null // next() rejects with it
-    }
-    if (total === 0 || this.buffered.length < total) return null
-    const message = this.buffered.subarray(0, total)
-    this.buffered = this.buffered.subarray(total)
-    return message
+    return this.waiter ? null : this.whole()
   }
 
   /** The bytes received after the packets taken so far. */
@@ -74,21 +64,29 @@ export class MessageQueue {
   private deliver(): void {
     const waiter = this.waiter
     if (!waiter) return
-    let total = 0
-    try {
-      total = this.frameLength(this.buffered)
-    } catch (err) {
-      this.failure ??= err as Error
-    }
-    if (total !== 0 && this.buffered.length >= total) {
+    const message = this.whole()
+    if (message) {
       this.waiter = null
-      const message = this.buffered.subarray(0, total)
-      this.buffered = this.buffered.subarray(total)
       return waiter.resolve(message)
     }
     if (this.failure) {
       this.waiter = null
       waiter.reject(this.failure)
     }
+  }
+
+  /** The packet at the head, taken, if it is here whole (a bad length becomes the failure). */
+  private whole(): Buffer | null {
+    let total = 0
+    try {
+      total = this.frameLength(this.buffered)
+    } catch (err) {
+      this.failure ??= err as Error
+      return null
+    }
+    if (total === 0 || this.buffered.length < total) return null
+    const message = this.buffered.subarray(0, total)
+    this.buffered = this.buffered.subarray(total)
+    return message
   }
 }
