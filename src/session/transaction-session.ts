@@ -17,6 +17,7 @@ import {
   TransactionStatus,
 } from '../wire/protocol.js'
 import { cancelUnlessCommitting, cutError, type CutReason } from './cut-outcome.js'
+import { AnswerLedger } from './answer-ledger.js'
 import { KeptConnectionRelay } from './kept-connection-relay.js'
 import { LazyRelease } from './lazy-release.js'
 import type { PooledClient, PoolingContext } from './pooled-startup.js'
@@ -60,9 +61,6 @@ export interface TransactionSessionOptions {
   commitsMayWait(server: ServerConnection): Promise<boolean>
 }
 
-/** An expected ParseComplete/CloseComplete (true: pgfence's own, dropped), or a Sync. */
-type Expected = boolean | 'sync'
-
 /**
  * Transaction pooling: the client takes a server connection with its first message after
  * ReadyForQuery 'I'. At the next ReadyForQuery 'I' with nothing in flight it gives it back, or,
@@ -93,9 +91,8 @@ export class TransactionSession {
    * write per batch, not per message. They may be views of the client's reused read buffer.
    */
   private readonly batch: Buffer[] = []
-  private outstanding = 0
-  private swallowReady = 0
-  private expected: Expected[] = []
+  /** What the held connection still owes the client, and which of its answers are pgfence's. */
+  private readonly answers = new AnswerLedger((status) => this.requests.readyForQuery(status))
   private touched = false
   private readonly statements = new ClientStatements((message) => this.inject(message))
   private readonly settings: Map<string, string>
@@ -217,7 +214,7 @@ export class TransactionSession {
     const idle = native
       ? native.outstanding === 0 && native.status === TransactionStatus.Idle
       : this.current !== 'waiting' &&
-        this.outstanding === 0 &&
+        this.answers.outstanding === 0 &&
         this.waiting.length === 0 &&
         (!this.server || this.requests.atRest)
     return { transactions, ready: true, idle, inTransaction: !idle }
@@ -270,7 +267,7 @@ export class TransactionSession {
   }
 
   terminate(error?: PgError): void {
-    const atBoundary = this.kept.active ? this.kept.takeBack() : this.outstanding === 0
+    const atBoundary = this.kept.active ? this.kept.takeBack() : this.answers.outstanding === 0
     if (error && this.client.writable && atBoundary) this.client.write(error.encode())
     this.finish()
   }
@@ -319,7 +316,7 @@ export class TransactionSession {
     server.attach(this.onServerBytes, this.serverClosed)
     const replay = replayStatement(server, this.settings)
     if (replay) {
-      this.swallowReady++
+      this.answers.ownRequest()
       this.batch.push(query(replay))
     }
   }
@@ -337,7 +334,7 @@ export class TransactionSession {
     const server = this.server!
     switch (message[0]) {
       case Frontend.Query:
-        this.outstanding++
+        this.answers.request()
         this.batch.push(this.statement(message, 5))
         break
       case Frontend.Parse: {
@@ -345,7 +342,7 @@ export class TransactionSession {
         const replaces = name !== '' && server.prepared.has(name)
         const parse = this.parse(message, name)
         if (replaces) this.inject(closeStatement(name))
-        this.expected.push(false)
+        this.answers.completion(false)
         this.batch.push(parse)
         break
       }
@@ -365,13 +362,15 @@ export class TransactionSession {
         break
       case Frontend.Close:
         this.statements.closed(server, message)
-        this.expected.push(false)
+        this.answers.completion(false)
         this.batch.push(message)
         break
       case Frontend.Sync:
+        this.answers.sync()
+        this.batch.push(message)
+        break
       case Frontend.FunctionCall:
-        this.outstanding++
-        if (message[0] === Frontend.Sync) this.expected.push('sync')
+        this.answers.request()
         this.batch.push(message)
         break
       default:
@@ -391,7 +390,7 @@ export class TransactionSession {
 
   /** pgfence's own Close or Parse, whose completion the client must not see. */
   private inject(message: Buffer): void {
-    this.expected.push(true)
+    this.answers.completion(true)
     this.batch.push(message)
   }
 
@@ -443,34 +442,17 @@ export class TransactionSession {
     if (this.ended()) return
     const dropped = this.dropCompletion && message[0] === Backend.CommandComplete
     this.dropCompletion = false
-    if (dropped || !this.keep(message)) return
+    if (dropped || !this.answers.keep(message)) return
     const relayed = this.relayed(message)
     this.dropCompletion = message[0] === Backend.NoticeResponse && relayed !== message
     this.toClient.push(relayed)
     // Between transactions, unless the client has already begun the next (Parse ... Flush).
-    if (message[0] === Backend.ReadyForQuery && this.outstanding === 0 && this.requests.atRest)
+    if (
+      message[0] === Backend.ReadyForQuery &&
+      this.answers.outstanding === 0 &&
+      this.requests.atRest
+    )
       this.transactionOver = true
-  }
-
-  /** Whether a server message goes to the client; follows transactions and injected replies. */
-  private keep(message: Buffer): boolean {
-    const type = message[0]
-    if (this.swallowReady > 0) {
-      if (type === Backend.ReadyForQuery) this.swallowReady--
-      return false
-    }
-    if (type === Backend.ParseComplete || type === Backend.CloseComplete)
-      return this.expected.shift() !== true
-    if (type === Backend.ErrorResponse) {
-      // The server skips to the next Sync: completions expected before it will not come.
-      const sync = this.expected.indexOf('sync')
-      this.expected.splice(0, sync < 0 ? this.expected.length : sync)
-    } else if (type === Backend.ReadyForQuery) {
-      this.outstanding--
-      if (this.expected[0] === 'sync') this.expected.shift()
-      this.requests.readyForQuery(message[HEADER_BYTES]!)
-    }
-    return true
   }
 
   /**
@@ -515,9 +497,7 @@ export class TransactionSession {
   /** The JavaScript relay stands between transactions: nothing half sent, expected or queued. */
   private atRest(): boolean {
     return (
-      this.outstanding === 0 &&
-      this.swallowReady === 0 &&
-      this.expected.length === 0 &&
+      this.answers.settled &&
       this.waiting.length === 0 &&
       this.batch.length === 0 &&
       this.serverFramer.atBoundary() &&
