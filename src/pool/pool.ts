@@ -63,6 +63,8 @@ export class Pool {
   private credentials: UpstreamCredentials | null = null
   private sweeper: NodeJS.Timeout
   private closed = false
+  /** The connection that keeps the presence lock through its resets (keepPresenceOn). */
+  private presence: ServerConnection | null = null
 
   constructor(
     private readonly settings: () => PoolConfig,
@@ -105,6 +107,17 @@ export class Pool {
   /** New server connections log in with these (the latest client's, which all work). */
   useCredentials(credentials: UpstreamCredentials): void {
     this.credentials = credentials
+  }
+
+  /**
+   * `connection` ran the database's check, which took the proxy's presence lock: it keeps the
+   * lock through its resets, and the connection that kept it before lets it go at its next one
+   * (one holder is enough, and each costs a round trip per reset).
+   */
+  keepPresenceOn(connection: ServerConnection): void {
+    if (this.presence) this.presence.holdsPresence = false
+    connection.holdsPresence = true
+    this.presence = connection
   }
 
   /** Server connections by state, and clients waiting: what sizing a pool needs. */
@@ -246,6 +259,7 @@ export class Pool {
 
   private discard(connection: ServerConnection): void {
     connection.destroy()
+    if (this.presence === connection) this.presence = null
     this.count--
     if (!this.closed) this.serveWaiter()
   }

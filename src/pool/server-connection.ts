@@ -19,6 +19,7 @@ import {
 } from '../wire/protocol.js'
 import type { UpstreamNode } from '../upstream/upstream-node.js'
 import type { Config } from '../config/schema.js'
+import { retakePresenceSql } from '../schema/proxy-presence.js'
 
 /** Server messages pgfence reads while it drives a connection itself are small. */
 const MAX_DRIVEN_MESSAGE = 1024 * 1024
@@ -41,6 +42,8 @@ export class ServerConnection {
   settings = new Map<string, string>()
   /** Transaction mode: the Parse message each named statement here was made from. */
   readonly prepared = new Map<string, Buffer>()
+  /** Its resets take the proxy's presence lock again (Pool.keepPresenceOn). */
+  holdsPresence = false
   private receiver: ServerBytesHandler
   /** The holder's own reaction to the server closing (one listener for the connection's life). */
   private onClose: (() => void) | null = null
@@ -146,8 +149,9 @@ export class ServerConnection {
 
   /**
    * DISCARD ALL, so that nothing of one client reaches the next; a transaction the client left
-   * open is rolled back first. Output of work the client left in flight is skipped. Resolves
-   * false when the connection cannot be reused as it is.
+   * open is rolled back first. Output of work the client left in flight is skipped. The presence
+   * lock the DISCARD released is taken again (`holdsPresence`). Resolves false when the
+   * connection cannot be reused as it is.
    */
   async reset(unclean: boolean, timeoutMs: number): Promise<boolean> {
     const timer = setTimeout(() => this.queue.fail(new Error('reset timed out')), timeoutMs)
@@ -170,7 +174,9 @@ export class ServerConnection {
         } else if (type === Backend.ReadyForQuery && discarded) {
           this.settings.clear()
           this.prepared.clear()
-          return transactionStatus(message[HEADER_BYTES]!) === TransactionStatus.Idle
+          if (transactionStatus(message[HEADER_BYTES]!) !== TransactionStatus.Idle) return false
+          if (this.holdsPresence) await this.run(retakePresenceSql)
+          return true
         }
       }
     } catch {

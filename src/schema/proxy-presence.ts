@@ -4,7 +4,9 @@
  * log in) takes a shared session-level advisory lock, which pg_locks shows to any role with
  * the backend's pid. The proxy has no connection or credentials of its own, so the lock lives
  * as long as that client's server connection (or until the client releases every advisory
- * lock, e.g. DISCARD ALL). Shared, so that no one waits for it.
+ * lock, e.g. DISCARD ALL). A pool's server connection outlives its clients: the one that ran a
+ * check takes the lock again after each reset (DISCARD ALL releases it), so that it lives as
+ * long as that connection. Shared, so that no one waits for it.
  */
 const presenceKey = [0x7066656e, 0x70726f78] as const
 
@@ -13,8 +15,11 @@ const heldBy = (pid: string) => `SELECT 1 FROM pg_catalog.pg_locks l
        AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
        AND l.classid = ${presenceKey[0]} AND l.objid = ${presenceKey[1]} AND l.objsubid = 2`
 
+/** Takes the lock on a connection that does not hold it (a reset released it). */
+export const retakePresenceSql = `SELECT pg_catalog.pg_advisory_lock_shared(${presenceKey.join(', ')})`
+
 /** Takes the lock, once per server connection. Columns: none that matter. */
-export const holdPresenceSql = `SELECT pg_catalog.pg_advisory_lock_shared(${presenceKey.join(', ')})
+export const holdPresenceSql = `${retakePresenceSql}
  WHERE NOT EXISTS (${heldBy('pg_catalog.pg_backend_pid()')})`
 
 /** The other sessions of this database that hold the lock. Columns: pid, application_name, client. */

@@ -105,6 +105,7 @@ async function runNameCheck(
   if (check === null) return
   try {
     check.done(await server.response(check.sql))
+    pool.keepPresenceOn(server)
   } catch (err) {
     void pool.release(server, (s) => s.reset(false, resetTimeoutMs))
     throw new PgError('08006', (err as Error).message)

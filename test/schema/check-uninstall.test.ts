@@ -4,6 +4,7 @@ import { run as uninstall } from '../../src/cli/uninstall.js'
 import { SCHEMA_VERSION } from '../../src/schema/schema-version.js'
 import { capture } from '../support/capture.js'
 import type { TestDatabase } from '../support/database.js'
+import { POOL_PASSWORD, writeUserlist } from '../support/pool-auth.js'
 import { startTestProxy } from '../support/proxy.js'
 import {
   databaseWithTables,
@@ -128,6 +129,40 @@ test('uninstall: --dry-run changes nothing; refused while a proxy fences the dat
     schema: false,
     fence_columns: 3,
   })
+})
+
+test('uninstall: refused while a pool keeps the server connection of a client that left', async () => {
+  const before = await pgfenceObjects()
+  const proxy = await startTestProxy(
+    {
+      fencing: { tables: [{ name: 'invoices' }], resources: [] },
+      pool: { mode: 'session', size: 1 },
+      auth: { file: writeUserlist() },
+    },
+    db.url,
+  )
+  try {
+    const client = new pg.Client({
+      connectionString: proxy.url('postgres', db.name, POOL_PASSWORD),
+    })
+    await client.connect()
+    await client.query('SELECT 1')
+    await client.end()
+    // The pool resets the connection (DISCARD ALL releases advisory locks) and keeps it; the
+    // next client, whose login runs no check (one a minute), gets it once the reset is over.
+    const next = new pg.Client({ connectionString: proxy.url('postgres', db.name, POOL_PASSWORD) })
+    await next.connect()
+    try {
+      const refused = await uninstallWith()
+      expect(refused.code).toBe(1)
+      expect(refused.err).toMatch(/^pgfence uninstall: a pgfence proxy fences this database/)
+      expect(await pgfenceObjects()).toEqual(before)
+    } finally {
+      await next.end()
+    }
+  } finally {
+    await proxy.close()
+  }
 })
 
 test('uninstall is idempotent; --drop-fence-columns drops the fence columns too', async () => {
