@@ -22,7 +22,7 @@ const nodeRelaySuites = [
 /**
  * The client and fencing end-to-end suites that run again through a pool (PGFENCE_TEST_POOL;
  * test/support/proxy.ts adds the pool and a userlist): pooling must change nothing a client
- * sees, except where the README says so (those cases: test/support/pooled-exclusions.ts).
+ * sees, except where the README says so (there the case asserts what the README says).
  */
 const pooledSuites = [
   'test/e2e/node-postgres.test.ts',
@@ -77,7 +77,6 @@ export default defineConfig({
             'test/resource/*.test.ts',
           ],
           env: { PGFENCE_TEST_POOL: 'transaction' },
-          setupFiles: ['test/support/pooled-exclusions.ts'],
         },
       },
     ],

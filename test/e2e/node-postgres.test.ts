@@ -53,8 +53,11 @@ describe('node-postgres through the proxy', () => {
   test('without fenced tables, standard_conforming_strings may be turned off', async () => {
     const client = new pg.Client({ connectionString: proxy.url() })
     await client.connect()
+    // In one transaction: under transaction pooling a session SET lasts until its end.
+    await client.query('BEGIN')
     await client.query('SET standard_conforming_strings = off')
     expect((await client.query("SELECT 'a\\'b' AS v")).rows).toEqual([{ v: "a'b" }])
+    await client.query('COMMIT')
     await client.end()
   })
 

@@ -5,7 +5,7 @@ import { once } from 'node:events'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { startTestProxy, type TestProxy } from '../support/proxy.js'
+import { poolUnderTest, startTestProxy, type TestProxy } from '../support/proxy.js'
 import { pgBin, runCommand, type CommandResult } from './support/commands.js'
 
 let db: TestDatabase
@@ -64,6 +64,13 @@ describe('psql through the proxy', () => {
     const listener = new pg.Client({ connectionString: proxy.url() })
     await listener.connect()
     try {
+      // Transaction pooling cannot keep a listener's connection (README, Pooling): refused.
+      if (poolUnderTest() === 'transaction') {
+        await expect(listener.query('LISTEN pgfence_e2e')).rejects.toMatchObject({ code: '0A000' })
+        const sent = await psql(proxy.url(), ['-c', "NOTIFY pgfence_e2e, 'hello from psql'"])
+        expect(sent.code).toBe(0)
+        return
+      }
       await listener.query('LISTEN pgfence_e2e')
       const received = once(listener, 'notification')
       const result = await psql(proxy.url(), ['-c', "NOTIFY pgfence_e2e, 'hello from psql'"])

@@ -167,8 +167,8 @@ test('rules, DO blocks and cursor writes on member tables are refused (fail clos
 
 test('the fence is entered once per statement, by a one-time filter that runs before the scan', async () => {
   const current = await leader(fenced, 12)
-  await current.query("SET track_functions = 'pl'")
-  // Counts not yet reported to the statistics system: read before and after, in one transaction.
+  // Counts not yet reported to the statistics system: read before and after, in one transaction
+  // (SET LOCAL: under transaction pooling a session SET would last only its own transaction).
   const calls = async (): Promise<number> =>
     (
       await current.query(
@@ -178,6 +178,7 @@ test('the fence is entered once per statement, by a one-time filter that runs be
   const callsIn = async (sql: string): Promise<number> => {
     await current.query('BEGIN')
     try {
+      await current.query("SET LOCAL track_functions = 'pl'")
       const before = await calls()
       await current.query(sql)
       return (await calls()) - before
