@@ -10,7 +10,8 @@
 #                      protocol), or fenced-set / fenced-comment (bench/run.sh's fenced writes
 #                      with -M prepared, in a database each build's migrate prepared)
 #   COMPARE_BUILDS='dist /tmp/base/dist'  builds to compare; a copy of dist/ elsewhere needs
-#                      build/ and node_modules/ beside it (a worktree of another commit, built)
+#                      build/ and node_modules/ beside it (a worktree of another commit, built);
+#                      DIR#WORDS runs DIR's pgfence with node WORDS (dist#--single-threaded-gc)
 #   COMPARE_ROUNDS=5 COMPARE_SECONDS=8    interleaved rounds, measured seconds each
 #   COMPARE_WARMUP=15  seconds of each case's load before the first round (V8 optimizes code
 #                      that runs once per login only after thousands of logins)
@@ -59,7 +60,7 @@ prepare_database() {
   fi
   [[ -z $build ]] && return 0
   printf 'fencing: { tables: [{ name: pgbench_accounts }] }\n' >"$WORK_DIR/migrate.yaml"
-  node "$build/cli/main.js" migrate --config "$WORK_DIR/migrate.yaml" \
+  node "${build%%#*}/cli/main.js" migrate --config "$WORK_DIR/migrate.yaml" \
     --database-url "postgres://$BENCH_USER@$PG_HOST:$PG_PORT/$db" >/dev/null
 }
 
@@ -90,7 +91,9 @@ for build in $COMPARE_BUILDS; do
     DB[$key]=$db
     ARGS[$key]=$(workload_args "$workload")
     PORT[$key]=$(free_port)
-    PGFENCE_MAIN="$build/cli/main.js" start_pgfence "${PORT[$key]}" "$tables" \
+    options=${build#"${build%%#*}"}
+    PGFENCE_NODE_OPTIONS="${PGFENCE_NODE_OPTIONS:-} ${options#\#}" \
+      PGFENCE_MAIN="${build%%#*}/cli/main.js" start_pgfence "${PORT[$key]}" "$tables" \
       "pgfence-${#PORT[@]}" "$mode"
     # shellcheck disable=SC2086 # ARGS: pgbench words
     pgbench -n -h 127.0.0.1 -p "${PORT[$key]}" -U "$BENCH_USER" -c "$BENCH_CLIENTS" \
