@@ -35,6 +35,8 @@ void progress_client_message(progress_t *p, const uint8_t *message, size_t avail
   int whole = avail >= total;
   const uint8_t *body = message + HEADER_BYTES;
   size_t body_len = whole ? total - HEADER_BYTES : 0;
+  /* A Terminate asks for no answer and goes to no server connection that others reuse. */
+  if (type == FRONTEND_TERMINATE) return;
   if (type == FRONTEND_COPY_DATA) p->progress_at = now; /* COPY data keeps an upload alive */
   p->unsynced = 1;
   if (type == FRONTEND_QUERY || type == FRONTEND_PARSE) {

@@ -10,7 +10,10 @@ export interface RequestProgress {
   mayCommit: boolean
   /** A named statement may be a COMMIT: from then on any Bind may commit. */
   namedCommit: boolean
-  /** A message since the last ReadyForQuery of all requests (a Parse without its Sync). */
+  /**
+   * A message since the last ReadyForQuery of all requests (a Parse without its Sync); a
+   * Terminate is none.
+   */
   unsynced: boolean
   /** Milliseconds since the server last sent anything (or since the first request went out). */
   quietMs: number
@@ -66,6 +69,8 @@ export class RequestTracker {
     const type = chunk[pos]
     const total = chunk.readUInt32BE(pos + 1) + 1
     const whole = end - pos >= total
+    // A Terminate asks for no answer and goes to no server connection that others reuse.
+    if (type === Frontend.Terminate) return
     if (type === Frontend.CopyData) this.progressAt = performance.now()
     carried.unsynced = true
     if (type === Frontend.Query || type === Frontend.Parse) {

@@ -578,8 +578,10 @@ export class TransactionSession {
   }
 
   /**
-   * Ends the session; a connection held goes back reset, or is closed when not `reusable` (its
-   * backend may still be running the client's statement).
+   * Ends the session. A connection held goes back as at the end of a transaction when the client
+   * left between transactions with its settings untouched (one kept by lazy release), as
+   * PgBouncer gives connections back in transaction mode; else reset, or closed when not
+   * `reusable` (its backend may still be running the client's statement).
    */
   private finish(reusable = true): void {
     if (this.ended()) return
@@ -588,11 +590,17 @@ export class TransactionSession {
     const server = this.server
     if (server) {
       if (reusable) this.flush()
+      const betweenTransactions = reusable && !this.touched && this.atRest()
       this.server = this.options.held.server = null
       this.lazyRelease.released(server)
       server.detach()
       const resetTimeoutMs = this.options.resetTimeoutMs
-      void this.options.pool.release(server, async (s) => reusable && s.reset(true, resetTimeoutMs))
+      if (betweenTransactions) this.options.pool.checkin(server)
+      else
+        void this.options.pool.release(
+          server,
+          async (s) => reusable && s.reset(true, resetTimeoutMs),
+        )
     }
     this.client.end()
     this.client.destroySoon()

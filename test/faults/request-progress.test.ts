@@ -42,6 +42,14 @@ describe('RequestTracker', () => {
     expect(track([call], 'I').snapshot().outstanding).toBe(0)
   })
 
+  it('takes a Terminate for no request: a session between transactions stays at rest', () => {
+    const tracker = track([query('SELECT 1')], 'I')
+    tracker.clientMessage(serialize.end(), 0, 5)
+    expect(tracker.atRest).toBe(true)
+    tracker.clientMessage(parse('s1', 'SELECT 1'), 0, parse('s1', 'SELECT 1').length)
+    expect(tracker.atRest).toBe(false)
+  })
+
   it('sees COMMIT and END as words, in any case, in Query and Parse', () => {
     for (const text of ['commit', "COMMIT PREPARED 'x'", 'UPDATE t SET a = 1; End', 'end;'])
       expect(track([query(text)]).snapshot().mayCommit).toBe(true)
@@ -127,6 +135,12 @@ const sequences: Record<string, Step[]> = {
     { client: [query('SELECT 1'), query('BEGIN'), query('SELECT weekend')] },
     { server: 'I' },
     { server: 'T' },
+  ],
+  'a Terminate between transactions, and one after a Parse': [
+    { client: [query('SELECT 1')] },
+    { server: 'I' },
+    { client: [serialize.end()] },
+    { client: [parse('s1', 'SELECT 1'), serialize.end()] },
   ],
   'a failed transaction and a FunctionCall': [
     { client: [query('BEGIN')] },
@@ -292,6 +306,7 @@ const clientMessages: ((random: Random) => Buffer)[] = [
   () => call(),
   (random) => serialize.copyData(Buffer.from(pick(random, TEXTS))),
   (random) => serialize.describe({ type: 'S', name: pick(random, STATEMENTS) }),
+  () => serialize.end(),
 ]
 
 /** Server messages besides ReadyForQuery: none of them is held back by either relay. */

@@ -189,8 +189,11 @@ afterEach(() => {
   for (const cleanup of cleanups.splice(0)) cleanup()
 })
 
-/** A session of a pool of one connection to the fake server, with a client that has logged in. */
-async function harness(): Promise<Harness> {
+/**
+ * A session of a pool (of one connection unless `size`) to the fake server, with a client that
+ * has logged in; relayed in JavaScript unless `nativeRelay`.
+ */
+async function harness({ nativeRelay = false, size = 1 } = {}): Promise<Harness> {
   const fake = new FakeServer()
   const port = await fake.listen()
   const config = defaultConfig()
@@ -199,7 +202,7 @@ async function harness(): Promise<Harness> {
     true,
   )
   const logger = createLogger('silent')
-  const poolConfig = { ...config.pool, mode: 'transaction' as const, size: 1 }
+  const poolConfig = { ...config.pool, mode: 'transaction' as const, size }
   const servers: ServerConnection[] = []
   const open = async (credentials: object) => {
     const server = await ServerConnection.open(
@@ -224,7 +227,7 @@ async function harness(): Promise<Harness> {
       settings: [],
       resetTimeoutMs: 10_000,
       held: { server: null },
-      nativeRelay: false,
+      nativeRelay,
       onRejection: () => {},
       cancelBackend: async () => {},
       commitsMayWait: async () => false,
@@ -325,6 +328,19 @@ describe('transaction session phases, against a fake server', () => {
       'Q:ROLLBACK',
       'Q:DISCARD ALL',
     ])
+  })
+
+  test('a client that leaves between transactions gives its kept connection back unreset', async () => {
+    const { fake, pool, session, client } = await harness({ nativeRelay: true, size: 2 })
+    const selected = await client.query('SELECT 1')
+    expect(statusOf(selected)).toBe('I')
+    // A connection to spare: the client keeps its own between transactions (lazy release).
+    expect(phaseOf(session)).toBe('active')
+    client.socket.end(serialize.end())
+    await session.closed
+    // As at the end of a transaction: nothing of the client's is left to discard.
+    expect(pool.stats()).toMatchObject({ active: 0, idle: 1 })
+    expect(fake.backends[0]!.received).toEqual(['startup', 'Q:SELECT 1'])
   })
 
   test('a SET is read back from the connection before it goes back (settling)', async () => {
