@@ -21,8 +21,8 @@ export interface LazyReleaseOptions {
 
 /**
  * Lazy release: at the end of a transaction the session keeps its server connection while no
- * other client waits for one, and the native relay carries it (once the JavaScript relay is at
- * rest). When a client starts to wait (the pool calls giveBack) or the settings change, the
+ * other client waits for one, and from the second such transaction on the native relay carries
+ * it (once the JavaScript relay is at rest). When a client starts to wait (the pool calls giveBack) or the settings change, the
  * connection goes back at the end of the transaction then open; under contention every
  * transaction gives its connection back. The session stays in phase active throughout: this
  * adds only whether a giveback is due.
@@ -30,18 +30,24 @@ export interface LazyReleaseOptions {
 export class LazyRelease {
   /** A client waits for a connection: give the kept one back at the end of the transaction. */
   private giveBackWanted = false
+  /** A transaction has ended with the connection kept: the next one kept goes native. */
+  private keptBefore = false
 
   constructor(private readonly options: LazyReleaseOptions) {}
 
   /**
    * A transaction is over: the connection goes back, or stays when `mayKeep` (no settings to
-   * read back, no close pending) and the pool has one to spare for other clients.
+   * read back, no close pending) and the pool has one to spare for other clients. The native
+   * relay carries it from the second time it is kept: a session that ends after its first
+   * transaction (a connection per request, as serverless handlers and `pgbench -C` open one)
+   * would pay the hand-over to the native relay and back for nothing.
    */
   transactionEnded(mayKeep: boolean): void {
     const { nativeRelay, pool } = this.options
     if (!nativeRelay || !mayKeep || this.giveBackWanted || !pool.hasSpare())
       return this.options.release()
     pool.keep(this.options.server(), this.giveBack)
+    if (!this.keptBefore) return void (this.keptBefore = true)
     // Not from inside the server socket's read callback: Node reads on after it returns.
     setImmediate(this.relayKept)
   }

@@ -85,9 +85,13 @@ describe('a client that keeps its connection between transactions (native relay)
   test('a named COMMIT prepared before the native relay took over, cut in flight: 08007', async () => {
     const client = await roomy.connect()
     const commit = { name: 'fin', text: 'COMMIT' }
-    // Prepared (and run, to no effect) while the JavaScript relay carries the session.
+    // Prepared (and run, to no effect) while the JavaScript relay carries the session, which
+    // the native relay takes over once it has kept its connection through a transaction.
     await client.query(commit)
-    await waitFor(() => roomy.proxy.nativeSessionCount() === 1, { what: 'the native relay' })
+    const native = () => roomy.proxy.nativeSessionCount() === 1
+    await waitFor(async () => native() || (await client.query('SELECT 1'), native()), {
+      what: 'the native relay',
+    })
     await client.query('BEGIN')
     await client.query('INSERT INTO slow VALUES (1)')
     // Bind and Execute of the named statement only: nothing in them says COMMIT.

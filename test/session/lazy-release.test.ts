@@ -56,20 +56,25 @@ function setUp({ spare = true, nativeRelay = true, relayIdle = true } = {}) {
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve))
 
 describe('LazyRelease', () => {
-  test('keeps the connection while the pool has one to spare, relayed natively once at rest', async () => {
+  test('keeps the connection while the pool has one to spare, relayed natively from the second time at rest', async () => {
     const { lazy, calls, state } = setUp()
     state.atRest = true
     lazy.transactionEnded(true)
-    expect(calls).toEqual(['keep'])
     await nextTurn()
-    expect(calls).toEqual(['keep', 'relay'])
+    // Kept once: the JavaScript relay carries it (a session may end after one transaction).
+    expect(calls).toEqual(['keep'])
+    lazy.transactionEnded(true)
+    expect(calls).toEqual(['keep', 'keep'])
+    await nextTurn()
+    expect(calls).toEqual(['keep', 'keep', 'relay'])
   })
 
   test('leaves a connection not at rest to the JavaScript relay', async () => {
     const { lazy, calls } = setUp()
     lazy.transactionEnded(true)
+    lazy.transactionEnded(true)
     await nextTurn()
-    expect(calls).toEqual(['keep'])
+    expect(calls).toEqual(['keep', 'keep'])
   })
 
   test('gives the connection back at once under contention, without the native relay, or when it may not keep it', () => {
@@ -84,13 +89,28 @@ describe('LazyRelease', () => {
     }
   })
 
-  test('a waiting client gets the kept connection at once when the relay is idle', async () => {
+  test('a waiting client gets the kept connection at once, relayed in JavaScript or natively and idle', async () => {
+    const first = setUp()
+    first.state.atRest = true
+    first.lazy.transactionEnded(true)
+    first.giveBack()
+    expect(first.calls).toEqual(['keep', 'release', 'unkeep'])
+
     const { lazy, calls, state, giveBack } = setUp()
     state.atRest = true
     lazy.transactionEnded(true)
+    lazy.transactionEnded(true)
     await nextTurn()
     giveBack()
-    expect(calls).toEqual(['keep', 'relay', 'closeWhenIdle', 'takeBack', 'release', 'unkeep'])
+    expect(calls).toEqual([
+      'keep',
+      'keep',
+      'relay',
+      'closeWhenIdle',
+      'takeBack',
+      'release',
+      'unkeep',
+    ])
   })
 
   test('a waiting client gets it at the end of the open transaction, and the next one is not kept', () => {
