@@ -11,7 +11,8 @@
  *   status: The status of the last ReadyForQuery.
  *   may_commit: A request sent since the session was last idle may be a COMMIT.
  *   named_commit: A named statement may be a COMMIT: from then on any Bind may commit.
- *   unsynced: A message since the last ReadyForQuery of all requests (a Parse without its Sync).
+ *   unsynced: A message since the last ReadyForQuery of all requests (a Parse without its Sync); a
+ *   Terminate is none.
  */
 #define CARRIED_PROGRESS(COUNT, LETTER, FLAG) \
   COUNT("outstanding", outstanding) \
