@@ -9,7 +9,7 @@ import {
 import { startTestProxy, type ConfigOverrides, type TestProxy } from '../support/proxy.js'
 import { sqlstateOf } from '../support/sqlstate.js'
 import { pgBin, runCommand } from '../e2e/support/commands.js'
-import { freePort } from '../e2e/support/ports.js'
+import { closedPort } from '../e2e/support/ports.js'
 
 /**
  * The cluster trusts postgres from pgfence's host, as the test PostgreSQL does: only pgfence can
@@ -127,10 +127,10 @@ describe.each(poolModes)('pool.mode %s: pgfence checks the console login (auth.f
 })
 
 test('with auth.file the console answers while the upstream is unreachable', async () => {
-  const closedPort = await freePort()
+  const refusing = await closedPort()
   const proxy = await startConsoleProxy(
     { pool: { mode: 'session' }, auth: { file: userlist } },
-    `postgres://postgres@127.0.0.1:${closedPort}/postgres`,
+    `postgres://postgres@127.0.0.1:${refusing}/postgres`,
   )
   try {
     const stats = await psql(proxy, 'postgres', ADMIN_PASSWORD, 'SHOW STATS')

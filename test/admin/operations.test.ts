@@ -10,7 +10,7 @@ import { createTestDatabase, maintenanceSession, type TestDatabase } from '../su
 import { startTestProxy, type ConfigOverrides, type TestProxy } from '../support/proxy.js'
 import { sqlstateOf } from '../support/sqlstate.js'
 import { pgBin, runCommand } from '../e2e/support/commands.js'
-import { freePort } from '../e2e/support/ports.js'
+import { closedPort } from '../e2e/support/ports.js'
 
 const fencing = { tables: [{ name: 'invoices' }] }
 let db: TestDatabase
@@ -184,11 +184,8 @@ describe('probes', () => {
   })
 
   test('/readyz is 503 with the upstream down, /healthz still 200; failures are counted', async () => {
-    const closedPort = await freePort()
-    const proxy = await startOperatedProxy(
-      {},
-      `postgres://postgres@127.0.0.1:${closedPort}/postgres`,
-    )
+    const refusing = await closedPort()
+    const proxy = await startOperatedProxy({}, `postgres://postgres@127.0.0.1:${refusing}/postgres`)
     try {
       expect((await scrape(proxy, '/healthz')).status).toBe(200)
       expect((await scrape(proxy, '/readyz')).status).toBe(503)

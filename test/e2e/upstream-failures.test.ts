@@ -3,7 +3,7 @@ import pg from 'pg'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { adminQuery, createTestDatabase, type TestDatabase } from '../support/database.js'
 import { startTestProxy, type TestProxy } from '../support/proxy.js'
-import { freePort } from './support/ports.js'
+import { closedPort } from './support/ports.js'
 
 let db: TestDatabase
 let proxy: TestProxy
@@ -19,7 +19,7 @@ afterAll(async () => {
 })
 
 test('an unreachable upstream gives the client 08006 promptly', async () => {
-  const deadEnd = await startTestProxy({ upstream: { port: await freePort() } }, db.url)
+  const deadEnd = await startTestProxy({ upstream: { port: await closedPort() } }, db.url)
   try {
     const client = new pg.Client({ connectionString: deadEnd.url() })
     const started = Date.now()

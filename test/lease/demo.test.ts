@@ -19,7 +19,7 @@ import {
 import { elementsOf, parseTimelinePage } from './support/timeline-page.js'
 import { redisUrl } from './support/lease-fixtures.js'
 import { etcdUrl } from './support/lease-stores.js'
-import { freePort } from './support/throwaway-cluster.js'
+import { closedPort } from '../e2e/support/ports.js'
 
 const run = promisify(execFile)
 
@@ -105,7 +105,7 @@ describe('pgfence demo', () => {
     try {
       const page = join(dir, 'timeline.html')
       // No Redis answers at --redis-url: the default store does not need one.
-      const closed = `redis://127.0.0.1:${await freePort()}`
+      const closed = `redis://127.0.0.1:${await closedPort()}`
       const demo = await demoJson(['--html', page, '--redis-url', closed])
       expect(demo.store).toBe('postgres')
       expect(demo.rounds.map(outcome)).toEqual([...pauseRounds, failoverRound])
@@ -189,7 +189,7 @@ describe('pgfence demo', () => {
   })
 
   it('with etcd on a closed port: one line on stderr, exit 1', async () => {
-    const port = await freePort()
+    const port = await closedPort()
     const result = await runDemo([
       '--store',
       'etcd',
@@ -237,7 +237,7 @@ describe('pgfence demo', () => {
   })
 
   it('with Redis on a closed port: one line on stderr, exit 1, no worker started', async () => {
-    const port = await freePort()
+    const port = await closedPort()
     const result = await runDemo(['--store', 'redis', '--redis-url', `redis://127.0.0.1:${port}`])
     expect(result.stderr).toMatch(
       new RegExp(

@@ -20,20 +20,20 @@ import {
   type StoreFixture,
   type StoreKind,
 } from './support/lease-stores.js'
-import { freePort } from './support/throwaway-cluster.js'
+import { closedPort } from '../e2e/support/ports.js'
 
 const keyPrefix = uniqueKeyPrefix('unreachable')
 const waitMs = 1000
 let db: TestDatabase
 let redis: Redis
 let scripts: Awaited<ReturnType<typeof buildScripts>>
-let closedPort: number
+let refusing: number
 
 beforeAll(async () => {
-  ;[db, scripts, closedPort] = await Promise.all([
+  ;[db, scripts, refusing] = await Promise.all([
     createTokenDatabase('lease_unreachable'),
     buildScripts({ 'acquire-unreachable': 'test/lease/fixtures/acquire-unreachable.ts' }),
-    freePort(),
+    closedPort(),
   ])
   redis = connectRedis()
 })
@@ -72,7 +72,7 @@ async function requestLease(env: Record<string, string>): Promise<Outcome> {
 /** `url` (a store's or the token database's) with its host moved to a port nobody listens on. */
 function onClosedPort(url: string): string {
   const moved = new URL(url)
-  moved.host = `127.0.0.1:${closedPort}`
+  moved.host = `127.0.0.1:${refusing}`
   // gRPC (etcd) takes host:port without a path.
   return moved.href.replace(/\/$/, '')
 }
