@@ -123,6 +123,10 @@ test('a failover that lost commits invalidates earlier tokens; later ones exceed
   expect(await writeWith(second, 'second')).toBeNull()
 
   await pair.primary.crash()
+  // Promoted only once pgfence has seen no primary: else a probe may find the new one first.
+  await waitFor(() => logged.some((line) => line.msg.startsWith('no upstream primary')), {
+    what: 'pgfence to find no primary',
+  })
   await pair.standby.promote()
   // The promoted standby never saw the second write: the row holds the first token again, so
   // without the epochs the first holder's stale write would pass.
