@@ -22,10 +22,10 @@ export interface LazyReleaseOptions {
 /**
  * Lazy release: at the end of a transaction the session keeps its server connection while no
  * other client waits for one, and from the second such transaction on the native relay carries
- * it (once the JavaScript relay is at rest). When a client starts to wait (the pool calls giveBack) or the settings change, the
- * connection goes back at the end of the transaction then open; under contention every
- * transaction gives its connection back. The session stays in phase active throughout: this
- * adds only whether a giveback is due.
+ * it (once the JavaScript relay is at rest). When a client starts to wait (the pool calls
+ * giveBack) or the settings change, the connection goes back at the end of the transaction then
+ * open; under contention every transaction gives its connection back. The session stays in
+ * phase active throughout: this adds only whether a giveback is due.
  */
 export class LazyRelease {
   /** A client waits for a connection: give the kept one back at the end of the transaction. */
@@ -47,7 +47,10 @@ export class LazyRelease {
     if (!nativeRelay || !mayKeep || this.giveBackWanted || !pool.hasSpare())
       return this.options.release()
     pool.keep(this.options.server(), this.giveBack)
-    if (!this.keptBefore) return void (this.keptBefore = true)
+    if (!this.keptBefore) {
+      this.keptBefore = true
+      return
+    }
     // Not from inside the server socket's read callback: Node reads on after it returns.
     setImmediate(this.relayKept)
   }
