@@ -154,7 +154,7 @@ export class ServerConnection {
    * connection cannot be reused as it is.
    */
   async reset(unclean: boolean, timeoutMs: number): Promise<boolean> {
-    const timer = setTimeout(() => this.queue.fail(new Error('reset timed out')), timeoutMs)
+    const timer = this.failAfter(timeoutMs, 'reset timed out')
     try {
       this.socket.write(unclean ? SYNC_AND_DISCARD : DISCARD_ALL)
       let discarded = false
@@ -186,8 +186,26 @@ export class ServerConnection {
     }
   }
 
+  /**
+   * Runs pgfence's own statements (`work`, with run or response) with their answers due within
+   * `timeoutMs`; past it they reject, and the connection is not reused.
+   */
+  async within<T>(timeoutMs: number, work: (connection: this) => Promise<T>): Promise<T> {
+    const timer = this.failAfter(timeoutMs, `the server did not answer within ${timeoutMs} ms`)
+    try {
+      return await work(this)
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
   destroy(): void {
     this.socket.destroy()
+  }
+
+  /** What reads the server's answers fails with `reason` after `ms`. */
+  private failAfter(ms: number, reason: string): NodeJS.Timeout {
+    return setTimeout(() => this.queue.fail(new Error(reason)), ms)
   }
 
   private readonly toQueue: ServerBytesHandler = (chunk) => {

@@ -22,7 +22,7 @@ export function createPooling(
     credentials: createCredentialSource(config.auth, upstream),
     pools: new PoolRegistry(live, upstream, logger, observers),
     cancelKeys: new CancelKeys(),
-    resetTimeoutMs: config.upstream.connectTimeoutMs,
+    ownStatementTimeoutMs: config.upstream.connectTimeoutMs,
   }
   live.onReload((next) => {
     const credentials = createCredentialSource(next.auth, upstream)

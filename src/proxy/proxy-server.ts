@@ -169,13 +169,17 @@ export async function startProxy(
         })
         if (draining) session.closeWhenIdle(SHUTDOWN)
       }
-      const pooledStart = { nameCheck, fencing: () => sessionSettings.current.rewriter !== null }
+      const pooledStart = {
+        nameCheck,
+        fencing: () => sessionSettings.current.rewriter !== null,
+        // Waiting for a server connection is pool.waitTimeoutMs's, not the startup's.
+        authenticated: () => clearTimeout(startupTimer),
+      }
       if (pooling && live.config.pool.mode === 'transaction') {
         const pooled = await startPooledClient(handshake.connection, params, pooling, {
           ...pooledStart,
           keepServer: false,
         })
-        clearTimeout(startupTimer)
         return track(
           startTransactionSession(handshake.connection, pooled, pooling, {
             settings: sessionSettings,
@@ -196,7 +200,6 @@ export async function startProxy(
         const session = new ProxySession(handshake.connection, pooled.server.socket, {
           settings: sessionSettings,
           logger: sessionLog,
-          onReady: () => clearTimeout(startupTimer),
           keepChannelBinding: false,
           nativeRelay,
           loginDeadline: NO_LOGIN_DEADLINE,

@@ -18,8 +18,11 @@ export interface PoolingContext {
   credentials: CredentialSource
   pools: PoolRegistry
   cancelKeys: CancelKeys
-  /** How long a server connection may take to be reset between clients. */
-  resetTimeoutMs: number
+  /**
+   * How long the server may take to answer pgfence's own statements on a lent connection: a
+   * reset between clients, a login's table-name check and settings.
+   */
+  ownStatementTimeoutMs: number
 }
 
 export interface PooledClient {
@@ -43,6 +46,11 @@ export interface PooledStartOptions {
   nameCheck: (() => LoginQuery | null) | null
   /** Whether statements are fenced: then SQL must be lexed as pgfence does. */
   fencing: () => boolean
+  /**
+   * Told once the client has authenticated: what follows (a wait for a server connection, up to
+   * pool.waitTimeoutMs; the login's own statements) is no longer the startup's.
+   */
+  authenticated: () => void
 }
 
 /**
@@ -55,13 +63,14 @@ export async function startPooledClient(
   connection: ClientConnection,
   params: Map<string, string>,
   context: PoolingContext,
-  { keepServer, nameCheck, fencing }: PooledStartOptions,
+  { keepServer, nameCheck, fencing, authenticated }: PooledStartOptions,
 ): Promise<PooledClient> {
   const user = params.get('user')!
   const database = params.get('database') || user
   const settings = startupSettings(params)
   const socket = connection.socket
   const login = await authenticateConnection(connection, user, database, context.credentials)
+  authenticated()
   const pool = context.pools.get(database, user)
   pool.useCredentials(login.credentials)
   const server = await pool.checkout()
@@ -70,7 +79,7 @@ export async function startPooledClient(
     throw new Error('client left while waiting for a server connection')
   }
   // Before the greeting, so that the client's first statement meets the check's outcome.
-  await runNameCheck(pool, server, nameCheck?.() ?? null, context.resetTimeoutMs)
+  await runNameCheck(pool, server, nameCheck?.() ?? null, context.ownStatementTimeoutMs)
   const statuses = greetingStatuses(server.parameters, settings)
   const refusal = fencing() && nonConformingStrings(statuses.scs)
   if (refusal) {
@@ -87,7 +96,7 @@ export async function startPooledClient(
     return pooled
   }
   try {
-    await applySettings(pool, server, settings, context.resetTimeoutMs)
+    await applySettings(pool, server, settings, context.ownStatementTimeoutMs)
   } catch (err) {
     context.cancelKeys.forget(cancelKey)
     throw err
@@ -100,14 +109,14 @@ async function runNameCheck(
   pool: Pool,
   server: ServerConnection,
   check: LoginQuery | null,
-  resetTimeoutMs: number,
+  timeoutMs: number,
 ): Promise<void> {
   if (check === null) return
   try {
-    check.done(await server.response(check.sql))
+    check.done(await server.within(timeoutMs, (s) => s.response(check.sql)))
     pool.keepPresenceOn(server)
   } catch (err) {
-    void pool.release(server, (s) => s.reset(false, resetTimeoutMs))
+    void pool.release(server, (s) => s.reset(false, timeoutMs))
     throw new PgError('08006', (err as Error).message)
   }
 }
@@ -116,14 +125,14 @@ async function applySettings(
   pool: Pool,
   server: ServerConnection,
   settings: [string, string][],
-  resetTimeoutMs: number,
+  timeoutMs: number,
 ): Promise<void> {
   const statement = settingsStatement(settings, server.parameters)
   if (!statement) return
   try {
-    await server.run(statement)
+    await server.within(timeoutMs, (s) => s.run(statement))
   } catch (err) {
-    void pool.release(server, (s) => s.reset(false, resetTimeoutMs))
+    void pool.release(server, (s) => s.reset(false, timeoutMs))
     throw err instanceof PgError ? err : new PgError('08006', (err as Error).message)
   }
 }
@@ -190,7 +199,7 @@ export function lendServer(client: PooledClient, context: PoolingContext): Poole
     release: (clean) => {
       context.cancelKeys.forget(client.cancelKey)
       server.detach()
-      void pool.release(server, (s) => s.reset(!clean, context.resetTimeoutMs))
+      void pool.release(server, (s) => s.reset(!clean, context.ownStatementTimeoutMs))
     },
   }
 }

@@ -37,8 +37,8 @@ export interface SessionOptions {
   /** Rewriter and limits, read at each statement: a config reload swaps them. */
   settings: SettingsHolder
   logger: LevelLogger
-  /** Called once the server's first ReadyForQuery reached the client. */
-  onReady: () => void
+  /** Called once the server's first ReadyForQuery reached the client (a session that logs in). */
+  onReady?: () => void
   /** Both legs use TLS with the same certificate, so SCRAM channel binding holds end to end. */
   keepChannelBinding: boolean
   /** Relay a plain-TCP session in native code once it is past authentication. */
@@ -163,7 +163,7 @@ export class ProxySession {
     pooled.attach((chunk) => this.fromServer(chunk))
     this.backendKey = pooled.backendKey
     this.ready = true
-    this.options.onReady()
+    this.options.onReady?.()
     if (leftover.length > 0) this.fromClient(leftover)
     if (!this.options.nativeRelay || !this.handOver()) this.client.resume()
   }
@@ -340,7 +340,7 @@ export class ProxySession {
     if (rest === null) return null
     this.ready = true
     this.handOverPending = this.options.nativeRelay
-    this.options.onReady()
+    this.options.onReady?.()
     return rest
   }
 

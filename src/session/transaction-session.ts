@@ -636,7 +636,7 @@ export function startTransactionSession(
     logger: options.logger,
     trackedSettings,
     settings: pooled.settings,
-    resetTimeoutMs: context.resetTimeoutMs,
+    resetTimeoutMs: context.ownStatementTimeoutMs,
     held: pooled.held,
     nativeRelay: options.nativeRelay,
     onRejection: options.onRejection,

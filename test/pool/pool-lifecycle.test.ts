@@ -20,9 +20,12 @@ afterAll(async () => {
   await db?.drop()
 })
 
-async function pooledProxy(pool: Record<string, number>): Promise<TestProxy> {
+async function pooledProxy(
+  pool: Record<string, number | string>,
+  limits: Record<string, number> = {},
+): Promise<TestProxy> {
   const proxy = await startTestProxy(
-    { pool: { mode: 'session', ...pool }, auth: { file: writeUserlist() } },
+    { pool: { mode: 'session', ...pool }, auth: { file: writeUserlist() }, limits },
     db.url,
   )
   proxies.push(proxy)
@@ -50,6 +53,25 @@ describe('pool lifecycle', () => {
     const next = await connect(proxy)
     await next.end()
   })
+
+  test.each(['session', 'transaction'])(
+    '%s mode: a client that has logged in waits up to waitTimeoutMs, past the startup timeout',
+    async (mode) => {
+      const proxy = await pooledProxy(
+        { mode, size: 1, waitTimeoutMs: 1000 },
+        { startupTimeoutMs: 200 },
+      )
+      const holder = await connect(proxy)
+      await holder.query('BEGIN') // a transaction keeps the connection in transaction mode too
+      const started = Date.now()
+      await expect(connect(proxy)).rejects.toMatchObject({
+        code: '08P01',
+        message: expect.stringContaining('timeout waiting for a server connection'),
+      })
+      expect(Date.now() - started).toBeGreaterThanOrEqual(1000)
+      await holder.end()
+    },
+  )
 
   test('a server connection that died while idle is replaced at checkout', async () => {
     const proxy = await pooledProxy({ size: 1 })
