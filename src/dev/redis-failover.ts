@@ -136,13 +136,23 @@ export async function startRedisFailover(signal?: AbortSignal) {
       primary.kill('SIGKILL')
       await exited
       onPrimaryKilled()
+      // Sentinel fails over on its own within seconds. One that gave up a first attempt (under
+      // load, its last look at the replica can be too old when it picks one) would try again
+      // only after twice failover-timeout: past a few seconds it is asked to fail over now.
+      let askAt = Date.now() + 5000
       await wait(async () => {
         const address = (await sentinel.call(
           'SENTINEL',
           'GET-MASTER-ADDR-BY-NAME',
           masterName,
         )) as string[]
-        return address[1] === String(replicaPort)
+        if (address[1] === String(replicaPort)) return true
+        if (Date.now() > askAt) {
+          askAt = Date.now() + 2000
+          // Refused while a failover runs (INPROG) or no replica is fit yet: asked again later.
+          await sentinel.call('SENTINEL', 'FAILOVER', masterName).catch(() => {})
+        }
+        return false
       }, 'Sentinel to promote the Redis replica')
       await wait(
         () =>
