@@ -13,8 +13,9 @@
 # Logins table: pgbench -S -C (a new connection per transaction) through each pool mode, with
 # TLS from pgbench, and with a plaintext userlist; beside TPS, the proxy's own CPU per login
 # (utime + stime from /proc/<pid>/stat over the run, divided by the logins). The session row
-# also measures Node's floor (bench/login-floor.mjs): a Node server answering from memory, with
-# no authentication, server or pool, i.e. the least a login can cost a proxy on Node's net module.
+# also measures Node's floor (bench/login-floor.mjs): a Node server that authenticates with the
+# same SCRAM secret and answers from memory, with no server leg or pool, i.e. the least a login
+# can cost a proxy on Node's net module.
 # Userlists (PgBouncer's auth_file, pgfence's auth.file) hold the SCRAM secret PostgreSQL stores
 # for BENCH_PASSWORD, as production ones do; only the labelled plaintext row holds the password.
 # BENCH_ONLY=tls runs only table 3; BENCH_ONLY=session only the session-pool table;
@@ -392,6 +393,7 @@ client_tls_key_file = $certs/server.key"
   log "==> pgfence (session pooling, SCRAM, client TLS) on 127.0.0.1:$PGFENCE_LOGIN_TLS_PORT"
   start_pgfence "$PGFENCE_LOGIN_TLS_PORT" '[]' pgfence-login-tls session disable \
     "tls: { cert: $certs/server.crt, key: $certs/server.key }" || PGFENCE_LOGIN_TLS_PORT=
+  local scram_secret=$USERLIST_SECRET
   local USERLIST_SECRET=$BENCH_PASSWORD
   PGBOUNCER_PLAIN_PORT=$(free_port)
   log "==> pgbouncer (session mode, plaintext userlist) on 127.0.0.1:$PGBOUNCER_PLAIN_PORT"
@@ -400,8 +402,9 @@ client_tls_key_file = $certs/server.key"
   log "==> pgfence (session pooling, plaintext userlist) on 127.0.0.1:$PGFENCE_PLAIN_PORT"
   start_pgfence "$PGFENCE_PLAIN_PORT" '[]' pgfence-plain session || PGFENCE_PLAIN_PORT=
   NODE_FLOOR_PORT=$(free_port)
-  log "==> Node's floor (bench/login-floor.mjs: answers from memory) on 127.0.0.1:$NODE_FLOOR_PORT"
-  setsid node "$BENCH_DIR/login-floor.mjs" "$NODE_FLOOR_PORT" >"$WORK_DIR/login-floor.log" 2>&1 &
+  log "==> Node's floor (bench/login-floor.mjs: SCRAM, then answers from memory) on 127.0.0.1:$NODE_FLOOR_PORT"
+  setsid node "$BENCH_DIR/login-floor.mjs" "$NODE_FLOOR_PORT" "$scram_secret" \
+    >"$WORK_DIR/login-floor.log" 2>&1 &
   STARTED_PIDS+=($!)
   PROXY_PID[$NODE_FLOOR_PORT]=$!
   wait_for_postgres "$NODE_FLOOR_PORT" "$BENCH_DB" || NODE_FLOOR_PORT=
