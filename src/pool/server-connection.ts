@@ -40,6 +40,11 @@ export class ServerConnection {
   backendKey: BackendKey = { processId: 0, secretKey: 0 }
   /** Transaction mode: the session settings pgfence applied here (empty: the defaults). */
   settings = new Map<string, string>()
+  /**
+   * Session mode: settings of the client before, applied again after the reset: the value it
+   * asked for, and the connection's own (src/session/carried-settings.ts).
+   */
+  readonly carried = new Map<string, { asked: string; own: string }>()
   /** Transaction mode: the Parse message each named statement here was made from. */
   readonly prepared = new Map<string, Buffer>()
   /** Its resets take the proxy's presence lock again (Pool.keepPresenceOn). */
@@ -173,6 +178,7 @@ export class ServerConnection {
           }
         } else if (type === Backend.ReadyForQuery && discarded) {
           this.settings.clear()
+          this.carried.clear()
           this.prepared.clear()
           if (transactionStatus(message[HEADER_BYTES]!) !== TransactionStatus.Idle) return false
           if (this.holdsPresence) await this.run(retakePresenceSql)

@@ -12,6 +12,7 @@ import { nonConformingStrings } from '../fencing/server-notices.js'
 import type { PooledUpstream } from './session.js'
 import type { BackendKey } from '../wire/backend-key.js'
 import { greeting, parameterStatuses } from '../wire/messages.js'
+import { carrySettings, settingsToApply } from './carried-settings.js'
 
 export interface PoolingContext {
   /** Replaced by a reload. */
@@ -80,7 +81,9 @@ export async function startPooledClient(
   }
   // Before the greeting, so that the client's first statement meets the check's outcome.
   await runNameCheck(pool, server, nameCheck?.() ?? null, context.ownStatementTimeoutMs)
-  const statuses = greetingStatuses(server.parameters, settings)
+  // Session mode applies them on the connection it keeps; transaction mode replays them later.
+  const applied = keepServer ? settingsToApply(server, settings) : settings
+  const statuses = greetingStatuses(server.parameters, applied)
   const refusal = fencing() && nonConformingStrings(statuses.scs)
   if (refusal) {
     pool.checkin(server)
@@ -96,7 +99,7 @@ export async function startPooledClient(
     return pooled
   }
   try {
-    await applySettings(pool, server, settings, context.ownStatementTimeoutMs)
+    await applySettings(pool, server, applied, context.ownStatementTimeoutMs)
   } catch (err) {
     context.cancelKeys.forget(cancelKey)
     throw err
@@ -199,7 +202,12 @@ export function lendServer(client: PooledClient, context: PoolingContext): Poole
     release: (clean) => {
       context.cancelKeys.forget(client.cancelKey)
       server.detach()
-      void pool.release(server, (s) => s.reset(!clean, context.ownStatementTimeoutMs))
+      const timeoutMs = context.ownStatementTimeoutMs
+      void pool.release(
+        server,
+        async (s) =>
+          (await s.reset(!clean, timeoutMs)) && carrySettings(s, client.settings, timeoutMs),
+      )
     },
   }
 }

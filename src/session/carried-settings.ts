@@ -1,0 +1,51 @@
+import type { ServerConnection } from '../pool/server-connection.js'
+import { settingsStatement } from '../pool/startup-settings.js'
+
+/**
+ * Session mode: the startup settings of a client that left are applied again on its server
+ * connection right after the reset, when the server reports them (application_name,
+ * client_encoding, DateStyle...), so that the next client asking for the same values (the
+ * common case: one application's connections) finds them in force and its login waits for no
+ * settings statement. The values they replaced are remembered, and a next client that asks for
+ * other values, or none, gets those values or the connection's own back in its settings
+ * statement (settingsToApply). Re-applying cannot fail where the first apply did not, short of the
+ * server going away; if it fails, the connection is not reused.
+ */
+export async function carrySettings(
+  server: ServerConnection,
+  settings: [string, string][],
+  timeoutMs: number,
+): Promise<boolean> {
+  const reported = settings.filter(([name]) => server.parameters.has(name))
+  const statement = settingsStatement(reported, server.parameters)
+  if (!statement) return true
+  for (const [name, asked] of reported)
+    server.carried.set(name, { asked, own: server.parameters.get(name)! })
+  try {
+    await server.within(timeoutMs, (s) => s.run(statement))
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The settings a session-mode login applies: the connection's own values back in place of those
+ * carried from the client before that this client does not ask for, then the client's settings
+ * but those carried in force already (compared as asked: the server reports some in a form of
+ * its own, DateStyle 'German' as 'German, DMY'). The carried values are forgotten: once these
+ * are applied, the connection holds what this client asked for.
+ */
+export function settingsToApply(
+  server: ServerConnection,
+  settings: [string, string][],
+): [string, string][] {
+  if (server.carried.size === 0) return settings
+  const asked = new Set(settings.map(([name]) => name.toLowerCase()))
+  const restores = [...server.carried]
+    .filter(([name]) => !asked.has(name.toLowerCase()))
+    .map(([name, { own }]): [string, string] => [name, own])
+  const missing = settings.filter(([name, value]) => server.carried.get(name)?.asked !== value)
+  server.carried.clear()
+  return [...restores, ...missing]
+}
