@@ -11,12 +11,24 @@ import { settingsStatement } from '../pool/startup-settings.js'
  * statement (settingsToApply). Re-applying cannot fail where the first apply did not, short of the
  * server going away; if it fails, the connection is not reused.
  */
+/**
+ * Never carried: pgfence's own statements on the connection before the next client's settings
+ * (its table-name check) must run as the pool's user, read UTF-8 and lex standard strings.
+ */
+const NOT_CARRIED = new Set([
+  'session_authorization',
+  'client_encoding',
+  'standard_conforming_strings',
+])
+
 export async function carrySettings(
   server: ServerConnection,
   settings: [string, string][],
   timeoutMs: number,
 ): Promise<boolean> {
-  const reported = settings.filter(([name]) => server.parameters.has(name))
+  const reported = settings.filter(
+    ([name]) => server.parameters.has(name) && !NOT_CARRIED.has(name),
+  )
   const statement = settingsStatement(reported, server.parameters)
   if (!statement) return true
   for (const [name, asked] of reported)

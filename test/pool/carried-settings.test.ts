@@ -96,6 +96,18 @@ describe('session mode carries startup settings to the next client', () => {
     await none.client.end()
   })
 
+  test('client_encoding is not carried: pgfence reads its own statements in UTF-8', async () => {
+    const latin = await login({
+      application_name: 'carried-d',
+      options: '-c client_encoding=LATIN1',
+    })
+    await leave(latin, "'carried-d'")
+    expect((await pooledBackend()).query).not.toContain('LATIN1')
+    const next = await login({ application_name: 'carried-d' })
+    expect(next.greeting.get('client_encoding')).toBe('UTF8')
+    await next.client.end()
+  })
+
   test('RESET goes back to the connection default, as after a settings statement', async () => {
     const first = await login({ application_name: 'carried-c' })
     await leave(first, "'carried-c'")
