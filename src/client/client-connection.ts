@@ -1,6 +1,6 @@
 import net from 'node:net'
 import type tls from 'node:tls'
-import { ReadBufferPool } from '../wire/read-buffer-pool.js'
+import { ReadBufferPool, returnReadBuffer } from '../wire/read-buffer-pool.js'
 
 /**
  * Takes a client's incoming bytes. The chunk may be a view of a read buffer that is reused for
@@ -69,17 +69,24 @@ export function acceptClients(
   handle.onconnection = (err, clientHandle) => {
     if (err) return server.emit('error', new Error(`accept failed (${err})`))
     const buffer = readBuffers.take()
+    // Whether the last chunk read is still referenced (see BytesReceiver).
+    let held = false
     const socket: net.Socket = new net.Socket({
       handle: clientHandle,
       readable: true,
       writable: true,
       onread: {
         buffer,
-        callback: (length: number, bytes: Uint8Array) =>
-          connection.receive(Buffer.from(bytes.buffer, bytes.byteOffset, length)),
+        callback: (length: number, bytes: Uint8Array) => {
+          held = !connection.receive(Buffer.from(bytes.buffer, bytes.byteOffset, length))
+          return !held
+        },
       },
     } as net.SocketConstructorOpts)
     readBuffers.lend(socket, buffer)
+    // A socket that reads no more frees its buffer for the next client, unless a write still
+    // holds its last chunk (a socket the native relay took has given it back already).
+    socket.once('close', () => held || returnReadBuffer(socket))
     const connection = new ClientConnection(socket)
     socket.setNoDelay(true)
     onClient(connection)

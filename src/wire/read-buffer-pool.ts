@@ -1,7 +1,7 @@
 /**
  * Read buffers for sockets that read into a buffer of their own (Node's `onread`), taken back
- * once the socket reads no more because it was handed to the native relay: an idle session
- * there then holds none, and the next connection reuses the buffer instead of allocating one.
+ * once the socket reads no more (handed to the native relay, or closed): an idle session in the
+ * relay then holds none, and the next connection reuses the buffer instead of allocating one.
  */
 export class ReadBufferPool {
   private readonly idle: Buffer[] = []

@@ -1,0 +1,56 @@
+import net from 'node:net'
+import { once } from 'node:events'
+import { afterEach, beforeEach, expect, test } from 'vitest'
+import { acceptClients, type ClientConnection } from '../../src/client/client-connection.js'
+
+let server: net.Server
+let clients: ClientConnection[]
+let port: number
+
+beforeEach(async () => {
+  clients = []
+  server = net.createServer()
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  port = (server.address() as net.AddressInfo).port
+  acceptClients(server, true, (connection) => clients.push(connection))
+})
+
+afterEach(async () => {
+  server.close()
+  await once(server, 'close')
+})
+
+/**
+ * Connects, sends one byte, closes, and gives the memory the proxy side read it into. With
+ * `hold`, the receiver keeps the chunk (as a write still queued would), then resumes the socket.
+ */
+async function readInto(hold: boolean): Promise<ArrayBufferLike> {
+  const socket = net.connect(port, '127.0.0.1')
+  await once(socket, 'connect')
+  while (clients.length === 0) await new Promise((resolve) => setImmediate(resolve))
+  const connection = clients.shift()!
+  const chunk = new Promise<Buffer>((resolve) =>
+    connection.setReceiver((bytes) => (resolve(bytes), !hold)),
+  )
+  socket.write(Buffer.from([1]))
+  const memory = (await chunk).buffer
+  if (hold) connection.socket.resume()
+  const closed = once(connection.socket, 'close')
+  socket.end()
+  connection.socket.end()
+  await closed
+  return memory
+}
+
+test("a closed client's read buffer is the next client's", async () => {
+  const first = await readInto(false)
+  const second = await readInto(false)
+  expect(second).toBe(first)
+})
+
+test('a buffer whose last chunk is still referenced is not lent again', async () => {
+  const first = await readInto(true)
+  const second = await readInto(false)
+  expect(second).not.toBe(first)
+})
