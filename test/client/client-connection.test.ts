@@ -4,16 +4,16 @@ import { afterEach, beforeEach, expect, test } from 'vitest'
 import { acceptClients, type ClientConnection } from '../../src/client/client-connection.js'
 
 let server: net.Server
-let clients: ClientConnection[]
+/** Takes the next client accepted. */
+let onAccept: (connection: ClientConnection) => void
 let port: number
 
 beforeEach(async () => {
-  clients = []
   server = net.createServer()
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')
   port = (server.address() as net.AddressInfo).port
-  acceptClients(server, true, (connection) => clients.push(connection))
+  acceptClients(server, true, (connection) => onAccept(connection))
 })
 
 afterEach(async () => {
@@ -26,10 +26,9 @@ afterEach(async () => {
  * `hold`, the receiver keeps the chunk (as a write still queued would), then resumes the socket.
  */
 async function readInto(hold: boolean): Promise<ArrayBufferLike> {
+  const accepted = new Promise<ClientConnection>((resolve) => (onAccept = resolve))
   const socket = net.connect(port, '127.0.0.1')
-  await once(socket, 'connect')
-  while (clients.length === 0) await new Promise((resolve) => setImmediate(resolve))
-  const connection = clients.shift()!
+  const connection = await accepted
   const chunk = new Promise<Buffer>((resolve) =>
     connection.setReceiver((bytes) => (resolve(bytes), !hold)),
   )
