@@ -37,6 +37,8 @@ export class ServerConnection {
   readonly createdAt = Date.now()
   idleSince = 0
   parameters = new Map<string, string>()
+  /** What the server reported at login: the values a reset returns its settings to. */
+  own: ReadonlyMap<string, string> = new Map()
   backendKey: BackendKey = { processId: 0, secretKey: 0 }
   /** Transaction mode: the session settings pgfence applied here (empty: the defaults). */
   settings = new Map<string, string>()
@@ -87,6 +89,7 @@ export class ServerConnection {
     try {
       const identity = await loginUpstream(connection.conversation(), user, database, credentials)
       connection.parameters = identity.parameters
+      connection.own = new Map(identity.parameters)
       connection.backendKey = identity.backendKey
       return connection
     } catch (err) {
@@ -121,6 +124,11 @@ export class ServerConnection {
    */
   async run(text: string): Promise<void> {
     this.socket.write(query(text))
+    return this.answer()
+  }
+
+  /** Reads the answer to a simple Query sent already, as run() does. */
+  private async answer(): Promise<void> {
     let failure: PgError | null = null
     for (;;) {
       const message = this.queue.take() ?? (await this.queue.next())
@@ -154,14 +162,18 @@ export class ServerConnection {
 
   /**
    * DISCARD ALL, so that nothing of one client reaches the next; a transaction the client left
-   * open is rolled back first. Output of work the client left in flight is skipped. The presence
-   * lock the DISCARD released is taken again (`holdsPresence`). Resolves false when the
-   * connection cannot be reused as it is.
+   * open is rolled back first. Output of work the client left in flight is skipped. In the same
+   * write, so that one round trip does it all, follow the presence lock taken again (the DISCARD
+   * released it; `holdsPresence`) and the statement `then`. Resolves false when the connection
+   * cannot be reused as it is, or when one of those failed.
    */
-  async reset(unclean: boolean, timeoutMs: number): Promise<boolean> {
+  async reset(unclean: boolean, timeoutMs: number, then: string | null = null): Promise<boolean> {
     const timer = this.failAfter(timeoutMs, 'reset timed out')
+    const after = [this.holdsPresence ? retakePresenceSql : null, then]
+      .filter((text) => text !== null)
+      .map(query)
     try {
-      this.socket.write(unclean ? SYNC_AND_DISCARD : DISCARD_ALL)
+      this.socket.write(Buffer.concat([unclean ? SYNC_AND_DISCARD : DISCARD_ALL, ...after]))
       let discarded = false
       let retried = false
       for (;;) {
@@ -172,16 +184,17 @@ export class ServerConnection {
           discarded = message.toString('latin1', 5, 16) === 'DISCARD ALL'
         else if (type === Backend.ErrorResponse && !retried) {
           const code = decodeErrorFields(message).code ?? ''
+          // What followed the DISCARD fails in the aborted transaction too: skipped, sent again.
           if (IN_TRANSACTION.has(code)) {
             retried = true
-            this.socket.write(ROLLBACK_AND_DISCARD)
+            this.socket.write(Buffer.concat([ROLLBACK_AND_DISCARD, ...after]))
           }
         } else if (type === Backend.ReadyForQuery && discarded) {
           this.settings.clear()
           this.carried.clear()
           this.prepared.clear()
           if (transactionStatus(message[HEADER_BYTES]!) !== TransactionStatus.Idle) return false
-          if (this.holdsPresence) await this.run(retakePresenceSql)
+          for (let i = 0; i < after.length; i++) await this.answer()
           return true
         }
       }

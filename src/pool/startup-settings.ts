@@ -40,7 +40,7 @@ function parseOptions(options: string): [string, string][] {
  */
 export function settingsStatement(
   settings: [string, string][],
-  current: Map<string, string>,
+  current: ReadonlyMap<string, string>,
 ): string | null {
   const changes = settings.filter(([name, value]) => current.get(name) !== value)
   if (changes.length === 0) return null

@@ -2,16 +2,6 @@ import type { ServerConnection } from '../pool/server-connection.js'
 import { settingsStatement } from '../pool/startup-settings.js'
 
 /**
- * Session mode: the startup settings of a client that left are applied again on its server
- * connection right after the reset, when the server reports them (application_name,
- * client_encoding, DateStyle...), so that the next client asking for the same values (the
- * common case: one application's connections) finds them in force and its login waits for no
- * settings statement. The values they replaced are remembered, and a next client that asks for
- * other values, or none, gets those values or the connection's own back in its settings
- * statement (settingsToApply). Re-applying cannot fail where the first apply did not, short of the
- * server going away; if it fails, the connection is not reused.
- */
-/**
  * Never carried: pgfence's own statements on the connection before the next client's settings
  * (its table-name check) must run as the pool's user, read UTF-8 and lex standard strings.
  */
@@ -21,24 +11,30 @@ const NOT_CARRIED = new Set([
   'standard_conforming_strings',
 ])
 
-export async function carrySettings(
+/**
+ * Session mode: the startup settings of a client that left are applied again on its server
+ * connection in the reset's own write, when the server reports them (application_name,
+ * client_encoding, DateStyle...), so that the next client asking for the same values (the
+ * common case: one application's connections) finds them in force and its login waits for no
+ * settings statement. The values they replaced are remembered, and a next client that asks for
+ * other values, or none, gets those values or the connection's own back in its settings
+ * statement (settingsToApply). Re-applying cannot fail where the first apply did not, short of the
+ * server going away; if it fails, the connection is not reused.
+ */
+export async function resetCarrying(
   server: ServerConnection,
   settings: [string, string][],
+  unclean: boolean,
   timeoutMs: number,
 ): Promise<boolean> {
-  const reported = settings.filter(
-    ([name]) => server.parameters.has(name) && !NOT_CARRIED.has(name),
-  )
-  const statement = settingsStatement(reported, server.parameters)
-  if (!statement) return true
-  for (const [name, asked] of reported)
-    server.carried.set(name, { asked, own: server.parameters.get(name)! })
-  try {
-    await server.within(timeoutMs, (s) => s.run(statement))
-    return true
-  } catch {
-    return false
-  }
+  const reported = settings.filter(([name]) => server.own.has(name) && !NOT_CARRIED.has(name))
+  // Against the values the reset returns to, so that it goes out in the reset's own write.
+  const statement = settingsStatement(reported, server.own)
+  if (!(await server.reset(unclean, timeoutMs, statement))) return false
+  if (statement)
+    for (const [name, asked] of reported)
+      server.carried.set(name, { asked, own: server.own.get(name)! })
+  return true
 }
 
 /**

@@ -12,7 +12,7 @@ import { nonConformingStrings } from '../fencing/server-notices.js'
 import type { PooledUpstream } from './session.js'
 import type { BackendKey } from '../wire/backend-key.js'
 import { greeting, parameterStatuses } from '../wire/messages.js'
-import { carrySettings, settingsToApply } from './carried-settings.js'
+import { resetCarrying, settingsToApply } from './carried-settings.js'
 
 export interface PoolingContext {
   /** Replaced by a reload. */
@@ -203,11 +203,7 @@ export function lendServer(client: PooledClient, context: PoolingContext): Poole
       context.cancelKeys.forget(client.cancelKey)
       server.detach()
       const timeoutMs = context.ownStatementTimeoutMs
-      void pool.release(
-        server,
-        async (s) =>
-          (await s.reset(!clean, timeoutMs)) && carrySettings(s, client.settings, timeoutMs),
-      )
+      void pool.release(server, (s) => resetCarrying(s, client.settings, !clean, timeoutMs))
     },
   }
 }
