@@ -22,7 +22,7 @@
 # BENCH_ONLY=transaction only the transaction-pool table; BENCH_ONLY=fenced only table 2;
 # BENCH_ONLY=login only the logins table.
 # Measurements are interleaved (each round visits every mode and target) and each cell is the
-# median over the rounds. Each measurement first runs BENCH_WARMUP seconds unmeasured: every new
+# median over the rounds; each ratio is the median of the rounds' own ratios. Each measurement first runs BENCH_WARMUP seconds unmeasured: every new
 # client connection through a session-mode proxy (or directly) gets a new PostgreSQL backend,
 # which takes seconds to reach full speed, while PgBouncer hands out backends it has kept warm
 # since the previous round. Only the steady state after the warm-up is compared.

@@ -2,8 +2,11 @@
 # logins table, the proxy's CPU ms per login, - when unknown).
 # Variables: table (which table), targets (space-separated column order),
 # ratios (space-separated "a/b" pairs of targets), cpu (non-empty: CPU columns too, each the
-# median with the rounds' lowest and highest, and the ratios of the CPU medians). Each cell is
-# the median over rounds; a cell with any failed round shows FAIL, one never measured shows -.
+# median with the rounds' lowest and highest, and their ratios). Each cell is the median over
+# rounds; a cell with any failed round shows FAIL, one never measured shows -. A ratio is the
+# median of the rounds' own ratios: the rounds are interleaved, so each pairs two measurements
+# taken minutes apart, and the machine's speed, which drifts between rounds on a shared host,
+# cancels out of each pair (the ratio of the medians shown beside it can be read off the cells).
 
 function median(list,    values, n, i, j, v) {
   n = split(list, values, " ")
@@ -24,6 +27,18 @@ $1 == table {
   if ($4 == "FAIL") failed[key] = 1
   else samples[key] = samples[key] " " $4
   if ($5 != "" && $5 != "-") cpus[key] = cpus[key] " " $5
+}
+
+# The median of the ratios a[k]/b[k] of two lists of rounds; -1 when they do not pair up.
+function pairedRatio(a, b,    x, y, n, k, list) {
+  n = split(a, x, " ")
+  if (n == 0 || n != split(b, y, " ")) return -1
+  list = ""
+  for (k = 1; k <= n; k++) {
+    if (y[k] + 0 <= 0) return -1
+    list = list " " (x[k] / y[k])
+  }
+  return median(list)
 }
 
 # "median (lowest-highest)" of a list of numbers.
@@ -57,8 +72,8 @@ END {
     }
     for (r = 1; r <= nratios; r++) {
       split(ratio[r], pair, "/")
-      if ((pair[1] in tps) && (pair[2] in tps) && tps[pair[2]] > 0)
-        printf " %18.3f", tps[pair[1]] / tps[pair[2]]
+      value = (pair[1] in tps) && (pair[2] in tps) ? pairedRatio(samples[rows[i] SUBSEP pair[1]], samples[rows[i] SUBSEP pair[2]]) : -1
+      if (value >= 0) printf " %18.3f", value
       else printf " %18s", "n/a"
     }
     if (cpu) printCpu(rows[i])
@@ -66,16 +81,15 @@ END {
   }
 }
 
-function printCpu(row,    t, r, key, ms, pair) {
+function printCpu(row,    t, r, key, pair, value) {
   for (t = 1; t <= ntargets; t++) {
     key = row SUBSEP target[t]
-    if (key in cpus) { ms[target[t]] = median(cpus[key]); printf " %20s", spread(cpus[key]) }
-    else printf " %20s", "-"
+    printf " %20s", (key in cpus) ? spread(cpus[key]) : "-"
   }
   for (r = 1; r <= nratios; r++) {
     split(ratio[r], pair, "/")
-    if ((pair[1] in ms) && (pair[2] in ms) && ms[pair[2]] > 0)
-      printf " %18.2f", ms[pair[1]] / ms[pair[2]]
+    value = pairedRatio(cpus[row SUBSEP pair[1]], cpus[row SUBSEP pair[2]])
+    if (value >= 0) printf " %18.2f", value
     else printf " %18s", "n/a"
   }
 }
