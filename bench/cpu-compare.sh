@@ -6,7 +6,8 @@
 #
 #   COMPARE_CASES='session:login none:prepared'  cases, each POOL_MODE:WORKLOAD, where WORKLOAD
 #                      is login (-S -C: a new connection per transaction, SCRAM secrets in the
-#                      userlist, as the logins table), simple, extended or prepared (-S in that
+#                      userlist, as the logins table), login-tls (the same with client TLS:
+#                      pgbench sslmode=require, pgfence's tls section), simple, extended or prepared (-S in that
 #                      protocol), or fenced-set / fenced-comment (bench/run.sh's fenced writes
 #                      with -M prepared, in a database each build's migrate prepared)
 #   COMPARE_BUILDS='dist /tmp/base/dist'  builds to compare; a copy of dist/ elsewhere needs
@@ -67,7 +68,7 @@ prepare_database() {
 # The pgbench words of a workload.
 workload_args() {
   case $1 in
-    login) echo "-S -C -M simple" ;;
+    login | login-tls) echo "-S -C -M simple" ;;
     simple | extended | prepared) echo "-S -M $1" ;;
     fenced-set | fenced-comment) echo "-s 1 -M prepared -f bench/${1/fenced-/fenced-write-}.sql" ;;
     *) log "unknown workload $1" && return 1 ;;
@@ -76,6 +77,11 @@ workload_args() {
 
 USERLIST_SECRET=$(scram_secret)
 prepare_database "$BENCH_DB"
+
+# The client TLS of login-tls: pgbench's sslmode, pgfence's config.
+make_cert "$WORK_DIR/tls"
+TLS_CONFIG="tls: { cert: $WORK_DIR/tls/server.crt, key: $WORK_DIR/tls/server.key }"
+sslmode() { [[ $1 == *:login-tls ]] && echo require || echo prefer; }
 
 # One pgfence per case and build, each warmed up with its case's load.
 declare -A PORT=() DB=() ARGS=()
@@ -91,12 +97,13 @@ for build in $COMPARE_BUILDS; do
     DB[$key]=$db
     ARGS[$key]=$(workload_args "$workload")
     PORT[$key]=$(free_port)
-    options=${build#"${build%%#*}"}
+    options=${build#"${build%%#*}"} extra=
+    [[ $workload == login-tls ]] && extra=$TLS_CONFIG
     PGFENCE_NODE_OPTIONS="${PGFENCE_NODE_OPTIONS:-} ${options#\#}" \
       PGFENCE_MAIN="${build%%#*}/cli/main.js" start_pgfence "${PORT[$key]}" "$tables" \
-      "pgfence-${#PORT[@]}" "$mode"
+      "pgfence-${#PORT[@]}" "$mode" disable "$extra"
     # shellcheck disable=SC2086 # ARGS: pgbench words
-    pgbench -n -h 127.0.0.1 -p "${PORT[$key]}" -U "$BENCH_USER" -c "$BENCH_CLIENTS" \
+    PGSSLMODE=$(sslmode "$case") pgbench -n -h 127.0.0.1 -p "${PORT[$key]}" -U "$BENCH_USER" -c "$BENCH_CLIENTS" \
       -j "$BENCH_JOBS" ${ARGS[$key]} -T "$COMPARE_WARMUP" "$db" >/dev/null 2>&1 || true
   done
 done
@@ -108,7 +115,7 @@ for round in $(seq 1 "$COMPARE_ROUNDS"); do
       pid=${PROXY_PID[${PORT[$key]}]}
       before=$(cpu_ticks "$pid")
       # shellcheck disable=SC2086 # ARGS: pgbench words
-      output=$(pgbench -n -h 127.0.0.1 -p "${PORT[$key]}" -U "$BENCH_USER" -c "$BENCH_CLIENTS" \
+      output=$(PGSSLMODE=$(sslmode "$case") pgbench -n -h 127.0.0.1 -p "${PORT[$key]}" -U "$BENCH_USER" -c "$BENCH_CLIENTS" \
         -j "$BENCH_JOBS" ${ARGS[$key]} -T "$COMPARE_SECONDS" "${DB[$key]}" 2>&1)
       after=$(cpu_ticks "$pid")
       cpu=$(awk -v ticks="$((after - before))" -v hz="$(getconf CLK_TCK)" '
