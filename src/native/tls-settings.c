@@ -19,6 +19,13 @@ SSL_CTX *tls_new_context(int server, int verify) {
   /* Fewer reads: records are taken from the socket in bulk (stream_pending() tells). */
   SSL_CTX_set_read_ahead(ctx, 1);
   SSL_CTX_set_verify(ctx, verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
+  if (server) {
+    /* As PostgreSQL's own server: no resumption, so no session tickets to make and send after
+     * each handshake (TLS 1.3 sends two by default), and no session cache. */
+    SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+    SSL_CTX_set_num_tickets(ctx, 0);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  }
   SSL_CTX_set_ex_data(ctx, server_index, server ? ctx : NULL);
   return ctx;
 }

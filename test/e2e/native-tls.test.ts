@@ -152,6 +152,30 @@ describe('TLS sessions on the native relay', () => {
     }
   })
 
+  test('no session tickets follow the handshake, as from PostgreSQL itself', async () => {
+    const proxy = await startTestProxy(
+      legsConfig({ client: true, upstream: false }),
+      cluster.superuserUrl,
+    )
+    try {
+      const raw = await connectRaw(proxy.port)
+      raw.write(sslRequest())
+      await once(raw, 'data')
+      const secure = tls.connect({ socket: raw, rejectUnauthorized: false })
+      let tickets = 0
+      secure.on('session', () => tickets++)
+      await once(secure, 'secureConnect')
+      expect(secure.getProtocol()).toBe('TLSv1.3')
+      secure.write(startupMessage('postgres', 'postgres'))
+      // Tickets would come before the first answer, right after the handshake.
+      await once(secure, 'data')
+      expect(tickets).toBe(0)
+      secure.destroy()
+    } finally {
+      await proxy.close()
+    }
+  })
+
   test('at shutdown an idle TLS session is told why over TLS', async () => {
     const legs = { client: true, upstream: true }
     const proxy = await startTestProxy(legsConfig(legs), cluster.superuserUrl)
