@@ -19,7 +19,36 @@ export class ClientConnection {
 
   constructor(readonly socket: net.Socket | tls.TLSSocket) {}
 
-  /** For sockets that deliver 'data' events (TLS, or when buffers cannot be reused). */
+  /**
+   * A client socket on an accepted handle or a descriptor (the plaintext end of a TLS channel
+   * in the addon) that reads into one buffer of its own (Node's `onread`, from a pool; see
+   * ReadBufferPool), which skips the stream machinery and an allocation on every read.
+   */
+  static readingIntoBuffer(source: { handle: unknown } | { fd: number }): ClientConnection {
+    const buffer = readBuffers.take()
+    // Whether the last chunk read is still referenced (see BytesReceiver).
+    let held = false
+    const socket: net.Socket = new net.Socket({
+      ...source,
+      readable: true,
+      writable: true,
+      onread: {
+        buffer,
+        callback: (length: number, bytes: Uint8Array) => {
+          held = !connection.receive(Buffer.from(bytes.buffer, bytes.byteOffset, length))
+          return !held
+        },
+      },
+    } as unknown as net.SocketConstructorOpts)
+    readBuffers.lend(socket, buffer)
+    // A socket that reads no more frees its buffer for the next client, unless a write still
+    // holds its last chunk (a socket the native relay took has given it back already).
+    socket.once('close', () => held || returnReadBuffer(socket))
+    const connection = new ClientConnection(socket)
+    return connection
+  }
+
+  /** For sockets that deliver 'data' events (Node's TLS, or when buffers cannot be reused). */
   static fromDataEvents(socket: net.Socket | tls.TLSSocket): ClientConnection {
     const connection = new ClientConnection(socket)
     const onData = (chunk: Buffer) => {
@@ -48,10 +77,10 @@ export class ClientConnection {
 type AcceptHandle = { onconnection?: (err: number, handle: unknown) => void }
 
 /**
- * Accepts clients. With `reuseReadBuffers`, each client socket reads into one buffer of its own
- * (Node's `onread`; from a pool, see ReadBufferPool), which skips the stream machinery and an
- * allocation on every read: the accepting handle's connection callback is taken over to build
- * the socket with that option, since `net.Server` offers none. Falls back to ordinary sockets if that callback is absent.
+ * Accepts clients. With `reuseReadBuffers`, each client socket reads into a buffer of its own
+ * (ClientConnection.readingIntoBuffer): the accepting handle's connection callback is taken
+ * over to build the socket with that option, since `net.Server` offers none. Falls back to
+ * ordinary sockets if that callback is absent.
  */
 export function acceptClients(
   server: net.Server,
@@ -68,27 +97,8 @@ export function acceptClients(
   }
   handle.onconnection = (err, clientHandle) => {
     if (err) return server.emit('error', new Error(`accept failed (${err})`))
-    const buffer = readBuffers.take()
-    // Whether the last chunk read is still referenced (see BytesReceiver).
-    let held = false
-    const socket: net.Socket = new net.Socket({
-      handle: clientHandle,
-      readable: true,
-      writable: true,
-      onread: {
-        buffer,
-        callback: (length: number, bytes: Uint8Array) => {
-          held = !connection.receive(Buffer.from(bytes.buffer, bytes.byteOffset, length))
-          return !held
-        },
-      },
-    } as net.SocketConstructorOpts)
-    readBuffers.lend(socket, buffer)
-    // A socket that reads no more frees its buffer for the next client, unless a write still
-    // holds its last chunk (a socket the native relay took has given it back already).
-    socket.once('close', () => held || returnReadBuffer(socket))
-    const connection = new ClientConnection(socket)
-    socket.setNoDelay(true)
+    const connection = ClientConnection.readingIntoBuffer({ handle: clientHandle })
+    connection.socket.setNoDelay(true)
     onClient(connection)
   }
 }

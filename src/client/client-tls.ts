@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs'
 import { X509Certificate } from 'node:crypto'
 import type { Config } from '../config/schema.js'
 import { nodeClientTls, type StartClientTls } from './startup-handshake.js'
+import { ClientConnection } from './client-connection.js'
 import {
   isEncrypted,
   nativeTlsAvailable,
@@ -18,6 +19,12 @@ import { PgError } from '../wire/error-response.js'
 /** TLS towards clients (config `tls`). */
 export interface ClientTls {
   start: StartClientTls
+  /**
+   * The handshake runs in the addon, which takes the client's descriptor over: until then the
+   * socket may read into a buffer of its own (ClientConnection.readingIntoBuffer), where Node's
+   * TLS needs the socket's own reads.
+   */
+  native: boolean
   /** DER of the certificate clients see, to compare with the upstream's. */
   certificate: Buffer
 }
@@ -33,9 +40,15 @@ const nativeClientTls =
     const gone = new AbortController()
     const onClose = () => gone.abort()
     raw.once('close', onClose)
-    let plaintext: net.Socket
+    let plaintext: ClientConnection | undefined
     try {
-      plaintext = await startNativeTls(raw, context, '', gone.signal)
+      await startNativeTls(
+        raw,
+        context,
+        '',
+        gone.signal,
+        (fd) => (plaintext = ClientConnection.readingIntoBuffer({ fd })).socket,
+      )
     } catch (err) {
       raw.off('close', onClose)
       // A client that leaves mid-handshake is no error to report, as with Node's TLS.
@@ -44,9 +57,10 @@ const nativeClientTls =
       throw new PgError('08P01', `TLS handshake failed: ${(err as Error).message}`)
     }
     raw.off('close', onClose)
-    plaintext.once('close', () => raw.destroy())
-    raw.once('close', () => plaintext.destroy())
-    return plaintext
+    const secure = plaintext!.socket
+    secure.once('close', () => raw.destroy())
+    raw.once('close', () => secure.destroy())
+    return plaintext!
   }
 
 /** The configured certificate, with the handshake in C when the native relay runs. */
@@ -54,11 +68,11 @@ export function clientTls(config: Config, native: boolean): ClientTls | undefine
   if (!config.tls) return undefined
   const cert = readFileSync(config.tls.cert)
   const key = readFileSync(config.tls.key)
-  const start =
-    native && nativeTlsAvailable
-      ? nativeClientTls(nativeTlsContext({ server: true, verify: false, cert, key }))
-      : nodeClientTls(tls.createSecureContext({ cert, key }))
-  return { start, certificate: new X509Certificate(cert).raw }
+  const inAddon = native && nativeTlsAvailable
+  const start = inAddon
+    ? nativeClientTls(nativeTlsContext({ server: true, verify: false, cert, key }))
+    : nodeClientTls(tls.createSecureContext({ cert, key }))
+  return { start, native: inAddon, certificate: new X509Certificate(cert).raw }
 }
 
 /** Channel binding survives the proxy only when both legs show the same server certificate. */

@@ -22,8 +22,8 @@ export type StartupHandshake = Extract<Handshake, { kind: 'startup' }>
 const ANSWER_YES = Buffer.from([SSL_ACCEPTED])
 const ANSWER_NO = Buffer.from([SSL_REFUSED])
 
-/** Runs the server side of a TLS handshake on a client's socket: the socket to speak on next. */
-export type StartClientTls = (raw: net.Socket) => Promise<net.Socket>
+/** Runs the server side of a TLS handshake on a client's socket: the connection to speak on next. */
+export type StartClientTls = (raw: net.Socket) => Promise<ClientConnection>
 
 /**
  * Runs the client's side of the startup: encryption requests (TLS when configured, GSS never),
@@ -58,9 +58,8 @@ export async function runStartupHandshake(
       raw.release()
       // Flushed before the handshake: a native one takes the descriptor over.
       await new Promise((resolve) => raw.socket.write(ANSWER_YES, resolve))
-      const secure = await startTls(raw.socket as net.Socket)
-      onEncrypted(secure)
-      connection = ClientConnection.fromDataEvents(secure)
+      connection = await startTls(raw.socket as net.Socket)
+      onEncrypted(connection.socket)
       reader = new StartupReader(connection)
       encrypted = true
     } else {
@@ -72,8 +71,8 @@ export async function runStartupHandshake(
 /** The handshake in Node's TLSSocket. */
 export const nodeClientTls =
   (secureContext: tls.SecureContext): StartClientTls =>
-  (raw) =>
-    startServerTls(raw, secureContext)
+  async (raw) =>
+    ClientConnection.fromDataEvents(await startServerTls(raw, secureContext))
 
 function startServerTls(raw: net.Socket, secureContext: tls.SecureContext): Promise<tls.TLSSocket> {
   return new Promise((resolve, reject) => {

@@ -83,16 +83,20 @@ export function peerCertificateOf(socket: net.Socket): Buffer | undefined {
   return channels.get(socket)?.peerCertificate()
 }
 
+/** A Node socket on the plaintext end's descriptor. */
+const plainSocket = (fd: number) => new net.Socket({ fd, readable: true, writable: true })
+
 /**
- * Runs the TLS handshake over `socket` in C and resolves with the plaintext socket to speak on;
- * rejects with a NativeTlsError. `socket` reads no more; its descriptor stays with the caller
- * (C keeps a duplicate). `abort` ends a handshake under way.
+ * Runs the TLS handshake over `socket` in C and resolves with the plaintext socket to speak on
+ * (made by `open` from its descriptor); rejects with a NativeTlsError. `socket` reads no more;
+ * its descriptor stays with the caller (C keeps a duplicate). `abort` ends a handshake under way.
  */
 export function startNativeTls(
   socket: net.Socket,
   context: NativeTlsContext,
   host: string,
   abort?: AbortSignal,
+  open: (fd: number) => net.Socket = plainSocket,
 ): Promise<net.Socket> {
   const fd = descriptorOf(socket)
   if (fd === null) return Promise.reject(new Error('the connection was closed'))
@@ -102,7 +106,7 @@ export function startNativeTls(
     const channel = addon!.tlsStart(context, fd, host, (error, plaintextFd, peerClosed) => {
       abort?.removeEventListener('abort', onAbort)
       if (error !== null) return reject(new NativeTlsError(error, peerClosed))
-      const plaintext = new net.Socket({ fd: plaintextFd, readable: true, writable: true })
+      const plaintext = open(plaintextFd)
       channels.set(plaintext, channel)
       resolve(plaintext)
     })

@@ -262,8 +262,8 @@ export async function startProxy(
 
   const listeners = await listenAll(config.listen, logger)
   for (const server of listeners.servers) {
-    // A client TLS layer reads from the socket itself, so its sockets keep Node's own reads.
-    acceptClients(server, !ownTls, (connection) => {
+    // Node's TLS reads from the socket itself, so its sockets keep Node's own reads.
+    acceptClients(server, !ownTls || ownTls.native, (connection) => {
       const raw = connection.socket
       applyKeepalive(raw, live.config.tcpKeepalive)
       const id = ++nextId

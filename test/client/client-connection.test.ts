@@ -1,7 +1,11 @@
 import net from 'node:net'
 import { once } from 'node:events'
+import { execFileSync } from 'node:child_process'
+import { closeSync, constants, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { afterEach, beforeEach, expect, test } from 'vitest'
-import { acceptClients, type ClientConnection } from '../../src/client/client-connection.js'
+import { acceptClients, ClientConnection } from '../../src/client/client-connection.js'
 
 let server: net.Server
 /** Takes the next client accepted. */
@@ -52,4 +56,34 @@ test('a buffer whose last chunk is still referenced is not lent again', async ()
   const first = await readInto(true)
   const second = await readInto(false)
   expect(second).not.toBe(first)
+})
+
+/**
+ * The same through a descriptor, as the plaintext end of a TLS channel in the addon is read: a
+ * FIFO stands in for the socketpair (Node reads both through a pipe handle).
+ */
+async function readThroughDescriptor(): Promise<ArrayBufferLike> {
+  const dir = mkdtempSync(join(tmpdir(), 'pgfence-fifo-'))
+  const path = join(dir, 'fifo')
+  execFileSync('mkfifo', [path])
+  const fd = openSync(path, constants.O_RDWR | constants.O_NONBLOCK)
+  const connection = ClientConnection.readingIntoBuffer({ fd })
+  const chunk = new Promise<Buffer>((resolve) =>
+    connection.setReceiver((bytes) => (resolve(bytes), true)),
+  )
+  const writer = openSync(path, constants.O_WRONLY | constants.O_NONBLOCK)
+  writeSync(writer, Buffer.from([1]))
+  const memory = (await chunk).buffer
+  closeSync(writer)
+  const closed = once(connection.socket, 'close')
+  connection.socket.destroy()
+  await closed
+  rmSync(dir, { recursive: true })
+  return memory
+}
+
+test('a client on a descriptor reads into a pooled buffer, and gives it back at close', async () => {
+  const first = await readThroughDescriptor()
+  expect(await readThroughDescriptor()).toBe(first)
+  expect(await readInto(false)).toBe(first)
 })
