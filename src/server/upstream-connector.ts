@@ -47,17 +47,22 @@ export interface ConnectOptions {
   nativeTls?: boolean
 }
 
+/** Node's `onread`: reads land in a buffer of the pool, handed to `onBytes` as views of it. */
+function pooledReads(onBytes: ServerBytesHandler) {
+  return {
+    buffer: readBuffers.take(),
+    callback: (length: number, buffer: Uint8Array) =>
+      onBytes(Buffer.from(buffer.buffer, buffer.byteOffset, length)),
+  }
+}
+
 /** Opens a TCP connection within the configured timeout, Nagle off. */
 export function connectTcp(
   upstream: UpstreamConfig,
   { onBytes, keepalive, deadline }: ConnectOptions = {},
 ): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
-    const onread = onBytes && {
-      buffer: readBuffers.take(),
-      callback: (length: number, buffer: Uint8Array) =>
-        onBytes(Buffer.from(buffer.buffer, buffer.byteOffset, length)),
-    }
+    const onread = onBytes && pooledReads(onBytes)
     const socket = net.connect({ host: upstream.host, port: upstream.port, noDelay: true, onread })
     if (onread) readBuffers.lend(socket, onread.buffer)
     const settle = (error?: PgError) => {
@@ -99,8 +104,16 @@ async function beforeDeadline<T>(
   }
 }
 
-/** Asks the server for TLS and reads its one-byte answer. */
-function negotiateTls(socket: net.Socket, upstream: UpstreamConfig): Promise<boolean> {
+/**
+ * Asks the server for TLS and reads its one-byte answer, which `reads.to` is set to take until
+ * then (it gets what it was back).
+ */
+function negotiateTls(
+  socket: net.Socket,
+  upstream: UpstreamConfig,
+  reads: { to: ServerBytesHandler },
+): Promise<boolean> {
+  const after = reads.to
   return new Promise((resolve, reject) => {
     const fail = (reason: string) => {
       cleanup()
@@ -110,19 +123,20 @@ function negotiateTls(socket: net.Socket, upstream: UpstreamConfig): Promise<boo
     const onData = (chunk: Buffer) => {
       cleanup()
       // Anything after the answer byte would be injected plaintext (CVE-2021-23222).
-      if (chunk.length !== 1) return fail('unexpected data after the TLS answer')
-      if (chunk[0] === SSL_ACCEPTED) return resolve(true)
-      if (chunk[0] === SSL_REFUSED) return resolve(false)
-      fail('invalid answer to SSLRequest')
+      if (chunk.length !== 1) fail('unexpected data after the TLS answer')
+      else if (chunk[0] === SSL_ACCEPTED) resolve(true)
+      else if (chunk[0] === SSL_REFUSED) resolve(false)
+      else fail('invalid answer to SSLRequest')
+      return true
     }
     const onError = (err: Error) => fail(err.message)
     const onClose = () => fail('connection closed during TLS negotiation')
     const cleanup = () => {
-      socket.off('data', onData)
+      reads.to = after
       socket.off('error', onError)
       socket.off('close', onClose)
     }
-    socket.on('data', onData)
+    reads.to = onData
     socket.on('error', onError)
     socket.on('close', onClose)
     socket.write(encodeRequestCode(SSL_REQUEST_CODE))
@@ -165,14 +179,29 @@ function nativeContextFor(upstream: UpstreamConfig): NativeTlsContext {
   return context
 }
 
-/** The handshake in C: the same checks as startTls, the socket handed over to the addon. */
+/**
+ * The handshake in C: the same checks as startTls, the socket handed over to the addon. The
+ * plaintext socket reads into a pooled buffer, as plain TCP does.
+ */
 async function startTlsNatively(
   socket: net.Socket,
   upstream: UpstreamConfig,
+  onBytes: ServerBytesHandler,
   deadline?: AbortSignal,
 ): Promise<net.Socket> {
+  const open = (fd: number) => {
+    const onread = pooledReads(onBytes)
+    const plaintext = new net.Socket({
+      fd,
+      readable: true,
+      writable: true,
+      onread,
+    } as net.SocketConstructorOpts)
+    readBuffers.lend(plaintext, onread.buffer)
+    return plaintext
+  }
   try {
-    return await startNativeTls(socket, nativeContextFor(upstream), upstream.host, deadline)
+    return await startNativeTls(socket, nativeContextFor(upstream), upstream.host, deadline, open)
   } catch (err) {
     if (deadline?.aborted) throw deadline.reason
     throw unreachable(upstream, `TLS: ${(err as Error).message}`)
@@ -183,7 +212,8 @@ async function startTlsNatively(
 
 /**
  * A connection to the upstream server, encrypted as `upstream.tls` asks, delivering the
- * server's bytes to `onBytes`. Plain TCP reads into one reused buffer (no allocation per read).
+ * server's bytes to `onBytes`. Plain TCP and the addon's TLS read into one reused buffer (no
+ * allocation per read); Node's TLS reads the socket itself.
  */
 export async function connectUpstream(
   upstream: UpstreamConfig,
@@ -191,20 +221,24 @@ export async function connectUpstream(
   options: Omit<ConnectOptions, 'onBytes'> = {},
 ): Promise<UpstreamSocket> {
   if (upstream.tls === 'disable') return connectTcp(upstream, { ...options, onBytes })
-  const socket = await connectTcp(upstream, options)
-  const accepted = await beforeDeadline(socket, options.deadline, negotiateTls(socket, upstream))
+  // The answer to the SSLRequest first; the server's bytes next if it refused TLS.
+  const reads = { to: onBytes }
+  const socket = await connectTcp(upstream, { ...options, onBytes: (chunk) => reads.to(chunk) })
+  const accepted = await beforeDeadline(
+    socket,
+    options.deadline,
+    negotiateTls(socket, upstream, reads),
+  )
   if (!accepted && upstream.tls !== 'prefer') {
     socket.destroy()
     throw unreachable(upstream, 'the server does not support TLS, but upstream.tls requires it')
   }
-  const native = options.nativeTls && nativeTlsAvailable
-  const connected = !accepted
-    ? socket
-    : native
-      ? await startTlsNatively(socket, upstream, options.deadline)
-      : await beforeDeadline(socket, options.deadline, startTls(socket, upstream))
-  connected.on('data', (chunk: Buffer) => {
-    if (!onBytes(chunk)) connected.pause()
+  if (!accepted) return socket
+  if (options.nativeTls && nativeTlsAvailable)
+    return startTlsNatively(socket, upstream, onBytes, options.deadline)
+  const secure = await beforeDeadline(socket, options.deadline, startTls(socket, upstream))
+  secure.on('data', (chunk: Buffer) => {
+    if (!onBytes(chunk)) secure.pause()
   })
-  return connected
+  return secure
 }
