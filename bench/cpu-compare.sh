@@ -14,6 +14,8 @@
 #                      build/ and node_modules/ beside it (a worktree of another commit, built);
 #                      DIR#WORDS runs DIR's pgfence with node WORDS (dist#--single-threaded-gc)
 #   COMPARE_ROUNDS=5 COMPARE_SECONDS=8    interleaved rounds, measured seconds each
+#   COMPARE_UPSTREAM_TLS=disable  pgfence's upstream.tls (prefer: the default, which asks a
+#                      server without TLS first)
 #   COMPARE_WARMUP=15  seconds of each case's load before the first round (V8 optimizes code
 #                      that runs once per login only after thousands of logins)
 #   PGFENCE_NODE_OPTIONS=--cpu-prof ...   words for node (profiles land in the work directory,
@@ -31,6 +33,7 @@ COMPARE_ROUNDS=${COMPARE_ROUNDS:-5}
 COMPARE_SECONDS=${COMPARE_SECONDS:-8}
 COMPARE_WARMUP=${COMPARE_WARMUP:-15}
 COMPARE_KEEP=${COMPARE_KEEP:-0}
+COMPARE_UPSTREAM_TLS=${COMPARE_UPSTREAM_TLS:-disable}
 BENCH_CLIENTS=${BENCH_CLIENTS:-8}
 BENCH_JOBS=${BENCH_JOBS:-2}
 BENCH_DB=${BENCH_DB:-pgfence_compare_bench}
@@ -101,7 +104,7 @@ for build in $COMPARE_BUILDS; do
     [[ $workload == login-tls ]] && extra=$TLS_CONFIG
     PGFENCE_NODE_OPTIONS="${PGFENCE_NODE_OPTIONS:-} ${options#\#}" \
       PGFENCE_MAIN="${build%%#*}/cli/main.js" start_pgfence "${PORT[$key]}" "$tables" \
-      "pgfence-${#PORT[@]}" "$mode" disable "$extra"
+      "pgfence-${#PORT[@]}" "$mode" "$COMPARE_UPSTREAM_TLS" "$extra"
     # shellcheck disable=SC2086 # ARGS: pgbench words
     PGSSLMODE=$(sslmode "$case") pgbench -n -h 127.0.0.1 -p "${PORT[$key]}" -U "$BENCH_USER" -c "$BENCH_CLIENTS" \
       -j "$BENCH_JOBS" ${ARGS[$key]} -T "$COMPARE_WARMUP" "$db" >/dev/null 2>&1 || true
