@@ -5,7 +5,7 @@
 # median with the rounds' lowest and highest, and their ratios). Each cell is the median over
 # rounds; a cell with any failed round shows FAIL, one never measured shows -. A ratio is the
 # median of the rounds' own ratios: the rounds are interleaved, so each pairs two measurements
-# taken minutes apart, and the machine's speed, which drifts between rounds on a shared host,
+# taken seconds apart, and the machine's speed, which drifts between rounds on a shared host,
 # cancels out of each pair (the ratio of the medians shown beside it can be read off the cells).
 
 function median(list,    values, n, i, j, v) {
