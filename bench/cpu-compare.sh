@@ -7,8 +7,8 @@
 #   COMPARE_CASES='session:login none:prepared'  cases, each POOL_MODE:WORKLOAD, where WORKLOAD
 #                      is login (-S -C: a new connection per transaction, SCRAM secrets in the
 #                      userlist, as the logins table), login-tls (the same with client TLS:
-#                      pgbench sslmode=require, pgfence's tls section), simple, extended or prepared (-S in that
-#                      protocol), or fenced-set / fenced-comment (bench/run.sh's fenced writes
+#                      pgbench sslmode=require, pgfence's tls section), simple, extended or
+#                      prepared (-S in that protocol), or fenced-set / fenced-comment (bench/run.sh's fenced writes
 #                      with -M prepared, in a database each build's migrate prepared)
 #   COMPARE_BUILDS='dist /tmp/base/dist'  builds to compare; a copy of dist/ elsewhere needs
 #                      build/ and node_modules/ beside it (a worktree of another commit, built);

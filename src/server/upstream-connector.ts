@@ -47,13 +47,21 @@ export interface ConnectOptions {
   nativeTls?: boolean
 }
 
-/** Node's `onread`: reads land in a buffer of the pool, handed to `onBytes` as views of it. */
-function pooledReads(onBytes: ServerBytesHandler) {
-  return {
-    buffer: readBuffers.take(),
-    callback: (length: number, buffer: Uint8Array) =>
-      onBytes(Buffer.from(buffer.buffer, buffer.byteOffset, length)),
-  }
+/**
+ * A socket made by `make` with Node's `onread`: its reads land in a buffer lent from the pool,
+ * handed to `onBytes` as views of it.
+ */
+function readingIntoPool(
+  onBytes: ServerBytesHandler,
+  make: (onread: net.OnReadOpts) => net.Socket,
+): net.Socket {
+  const buffer = readBuffers.take()
+  const socket = make({
+    buffer,
+    callback: (length, bytes) => onBytes(Buffer.from(bytes.buffer, bytes.byteOffset, length)),
+  })
+  readBuffers.lend(socket, buffer)
+  return socket
 }
 
 /** Opens a TCP connection within the configured timeout, Nagle off. */
@@ -62,9 +70,10 @@ export function connectTcp(
   { onBytes, keepalive, deadline }: ConnectOptions = {},
 ): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
-    const onread = onBytes && pooledReads(onBytes)
-    const socket = net.connect({ host: upstream.host, port: upstream.port, noDelay: true, onread })
-    if (onread) readBuffers.lend(socket, onread.buffer)
+    const options = { host: upstream.host, port: upstream.port, noDelay: true }
+    const socket = onBytes
+      ? readingIntoPool(onBytes, (onread) => net.connect({ ...options, onread }))
+      : net.connect(options)
     const settle = (error?: PgError) => {
       clearTimeout(timer)
       deadline?.removeEventListener('abort', onDeadline)
@@ -189,17 +198,12 @@ async function startTlsNatively(
   onBytes: ServerBytesHandler,
   deadline?: AbortSignal,
 ): Promise<net.Socket> {
-  const open = (fd: number) => {
-    const onread = pooledReads(onBytes)
-    const plaintext = new net.Socket({
-      fd,
-      readable: true,
-      writable: true,
-      onread,
-    } as net.SocketConstructorOpts)
-    readBuffers.lend(plaintext, onread.buffer)
-    return plaintext
-  }
+  const open = (fd: number) =>
+    readingIntoPool(
+      onBytes,
+      (onread) =>
+        new net.Socket({ fd, readable: true, writable: true, onread } as net.SocketConstructorOpts),
+    )
   try {
     return await startNativeTls(socket, nativeContextFor(upstream), upstream.host, deadline, open)
   } catch (err) {
