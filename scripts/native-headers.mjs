@@ -2,6 +2,7 @@
  * Writes the C headers of the native relay that state facts the TypeScript sources define, so
  * that src/native writes none of them again:
  *   protocol-codes.h   every numeric constant of src/wire/protocol.ts (message codes, sizes);
+ *   login-codes.h      how a client login in C ends and why it fails (src/auth/login-codes.ts);
  *   carried-progress.h the fields of a session's request progress that one relay hands the
  *                      other (CARRIED_FIELDS in src/relay/request-progress.ts), with what each
  *                      means, as an X-macro that declares and converts them.
@@ -95,8 +96,9 @@ function letterDefines(name, initializer) {
     .map((p) => `#define ${macroName(name, p.name.text)} '${p.initializer.text}'`)
 }
 
-function protocolCodes() {
-  const source = sourceFile('src/wire/protocol.ts')
+/** Every exported numeric constant and numeric enum member of `path`, as #defines. */
+function numericDefines(path, header) {
+  const source = sourceFile(path)
   const body = []
   let afterEnum = false
   for (const statement of source.statements) {
@@ -125,7 +127,7 @@ function protocolCodes() {
     body.push(...defines)
     afterEnum = isEnum
   }
-  return guarded('protocol-codes.h', 'src/wire/protocol.ts', body)
+  return guarded(header, path, body)
 }
 
 /** How each TypeScript type of a carried field is kept in C (session-progress.h). */
@@ -174,5 +176,12 @@ function carriedProgress() {
 }
 
 const directory = process.argv[2] ?? join(root, 'src/native')
-writeFileSync(join(directory, 'protocol-codes.h'), protocolCodes())
+writeFileSync(
+  join(directory, 'protocol-codes.h'),
+  numericDefines('src/wire/protocol.ts', 'protocol-codes.h'),
+)
+writeFileSync(
+  join(directory, 'login-codes.h'),
+  numericDefines('src/auth/login-codes.ts', 'login-codes.h'),
+)
 writeFileSync(join(directory, 'carried-progress.h'), carriedProgress())

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto'
-import { PgError } from '../wire/error-response.js'
 import { authentication, authenticationSasl, readCString } from '../wire/messages.js'
 import {
   AUTH_MD5,
@@ -16,9 +15,11 @@ import {
   ScramServerExchange,
   verifierFromPassword,
   type KeysFor,
+  type ScramKeys,
   type ScramVerifier,
 } from './scram.js'
 import type { Secret } from './secret.js'
+import { LoginFailure, loginFailureError } from './login-codes.js'
 
 /** What pgfence may log in to PostgreSQL with on the client's behalf. */
 export interface UpstreamCredentials {
@@ -46,15 +47,13 @@ export interface Conversation {
 }
 
 const SCRAM = 'SCRAM-SHA-256'
-const SASL_MECHANISMS = authenticationSasl([SCRAM])
+/** AuthenticationSASL: the mechanisms offered. */
+export const SASL_OFFER = authenticationSasl([SCRAM])
 const AUTHENTICATION_OK = authentication(AUTH_OK)
 /** Per process: the salts of mock verifiers are stable, so probing a user name tells nothing. */
 const mockSecret = randomBytes(32)
 /** Verifiers made from plaintext userlist passwords, made once each. */
 const plainVerifiers = new Map<string, ScramVerifier>()
-
-const failed = (user: string) =>
-  new PgError('28P01', `password authentication failed for user "${user}"`)
 
 /**
  * Authenticates the client as `user` against its secret (null: unknown user, which fails the
@@ -79,7 +78,8 @@ async function md5Exchange(
   const salt = md5Salt()
   conversation.send(authentication(AUTH_MD5, salt))
   const answer = passwordText(await expectPassword(conversation))
-  if (!sameText(answer, md5Response(hash, salt))) throw failed(user)
+  if (!sameText(answer, md5Response(hash, salt)))
+    throw loginFailureError(LoginFailure.WrongProof, user)
   return { credentials: { md5: hash }, answer: AUTHENTICATION_OK }
 }
 
@@ -89,33 +89,45 @@ async function scramExchange(
   secret: Secret | null,
 ): Promise<ClientAuthentication> {
   const verifier = verifierFor(user, secret)
-  conversation.send(SASL_MECHANISMS)
+  conversation.send(SASL_OFFER)
   const initial = await expectPassword(conversation)
   const mechanism = readCString(initial, 5)
-  if (mechanism?.text !== SCRAM)
-    throw new PgError('08P01', 'client selected an invalid SASL authentication mechanism')
+  if (mechanism?.text !== SCRAM) throw loginFailureError(LoginFailure.Mechanism, user)
   const exchange = new ScramServerExchange(verifier)
   try {
     const first = exchange.start(initial.toString('utf8', mechanism.next + 4))
     conversation.send(authentication(AUTH_SASL_CONTINUE, Buffer.from(first)))
     const final = exchange.finish(passwordText(await expectPassword(conversation), false))
-    if (!final || !secret) throw failed(user)
-    const keys = final.keys
-    return {
-      credentials:
-        secret.kind === 'plain' ? plainCredentials(secret.password, user) : { scram: () => keys },
-      answer: Buffer.concat([
-        authentication(AUTH_SASL_FINAL, Buffer.from(final.serverFinal)),
-        AUTHENTICATION_OK,
-      ]),
-    }
+    if (!final || !secret) throw loginFailureError(LoginFailure.WrongProof, user)
+    return scramAuthenticated(user, secret, final.keys, final.serverFinal)
   } catch (err) {
-    if (err instanceof ScramError) throw new PgError('08P01', err.message)
+    if (err instanceof ScramError) throw loginFailureError(err.failure, user)
     throw err
   }
 }
 
-function verifierFor(user: string, secret: Secret | null): ScramVerifier {
+/**
+ * A client that proved it knows `secret` in a SCRAM exchange (here, or in the login in C), with
+ * the keys its proof revealed and the server-final message to answer.
+ */
+export function scramAuthenticated(
+  user: string,
+  secret: Secret,
+  keys: ScramKeys,
+  serverFinal: string,
+): ClientAuthentication {
+  const answer = scramAnswer(serverFinal)
+  if (secret.kind === 'plain')
+    return { credentials: plainCredentials(secret.password, user), answer }
+  return { credentials: { scram: () => keys }, answer }
+}
+
+/** AuthenticationSASLFinal (server-final), then AuthenticationOk. */
+const scramAnswer = (serverFinal: string): Buffer =>
+  Buffer.concat([authentication(AUTH_SASL_FINAL, Buffer.from(serverFinal)), AUTHENTICATION_OK])
+
+/** The verifier to check a client against: its own, one made from a password, or a mock. */
+export function verifierFor(user: string, secret: Secret | null): ScramVerifier {
   if (secret?.kind === 'scram') return secret.verifier
   if (secret?.kind !== 'plain') return mockVerifier(user, mockSecret)
   const key = `${user}\0${secret.password}`
@@ -134,10 +146,7 @@ const plainCredentials = (password: string, user: string): UpstreamCredentials =
 async function expectPassword(conversation: Conversation): Promise<Buffer> {
   const message = await conversation.next()
   if (message[0] !== Frontend.Password)
-    throw new PgError(
-      '08P01',
-      `expected password response, got message type ${String.fromCharCode(message[0]!)}`,
-    )
+    throw loginFailureError(LoginFailure.MessageType, '', message[0])
   return message
 }
 

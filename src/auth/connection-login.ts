@@ -1,10 +1,8 @@
 import type { ClientConnection } from '../client/client-connection.js'
 import { MessageQueue, typedMessageLength } from '../wire/message-queue.js'
+import { MAX_AUTH_MESSAGE } from '../wire/protocol.js'
 import { authenticateClient, type UpstreamCredentials } from './client-authenticator.js'
 import type { CredentialSource } from './credential-source.js'
-
-/** Password and SASL messages are small; PostgreSQL caps them alike. */
-const MAX_AUTH_MESSAGE = 10000
 
 /** A client pgfence has authenticated; its socket is paused. */
 export interface AuthenticatedConnection {

@@ -1,5 +1,6 @@
 import crypto, { createHash, createHmac, pbkdf2Sync, timingSafeEqual } from 'node:crypto'
 import { randomBytes } from './random-block.js'
+import { LoginFailure, scramFailureText } from './login-codes.js'
 
 /**
  * SCRAM-SHA-256 (RFC 5802, RFC 7677) as PostgreSQL stores and speaks it. A verifier holds no
@@ -87,6 +88,10 @@ export function mockVerifier(user: string, secret: Buffer): ScramVerifier {
   return { iterations: 4096, salt, storedKey: randomBytes(32), serverKey: randomBytes(32) }
 }
 
+/** The verifier's part of server-first, after the nonce (the login in C sends it too). */
+export const serverFirstSuffix = ({ salt, iterations }: ScramVerifier): string =>
+  `,s=${salt.toString('base64')},i=${iterations}`
+
 /** `name=value` attributes of a SCRAM message. */
 function attributes(message: string): Map<string, string> {
   const map = new Map<string, string>()
@@ -96,7 +101,11 @@ function attributes(message: string): Map<string, string> {
   return map
 }
 
-export class ScramError extends Error {}
+export class ScramError extends Error {
+  constructor(readonly failure: LoginFailure) {
+    super(scramFailureText(failure))
+  }
+}
 
 /**
  * The server's side of one exchange: client-first → server-first, client-final → server-final.
@@ -117,15 +126,13 @@ export class ScramServerExchange {
   /** Answers the client-first message with the server-first message. */
   start(clientFirst: string): string {
     const match = /^([ny]),(a=[^,]*)?,(.*)$/.exec(clientFirst)
-    if (!match) throw new ScramError('malformed SCRAM message (client-first)')
+    if (!match) throw new ScramError(LoginFailure.ClientFirst)
     this.gs2Header = clientFirst.slice(0, clientFirst.length - match[3]!.length)
     this.clientFirstBare = match[3]!
     const clientNonce = attributes(this.clientFirstBare).get('r')
-    if (!clientNonce || /[^\x21-\x7e]|,/.test(clientNonce))
-      throw new ScramError('malformed SCRAM message (nonce)')
+    if (!clientNonce || /[^\x21-\x7e]|,/.test(clientNonce)) throw new ScramError(LoginFailure.Nonce)
     this.nonce = clientNonce + this.serverNonce
-    const { salt, iterations } = this.verifier
-    this.serverFirst = `r=${this.nonce},s=${salt.toString('base64')},i=${iterations}`
+    this.serverFirst = `r=${this.nonce}${serverFirstSuffix(this.verifier)}`
     return this.serverFirst
   }
 
@@ -137,10 +144,10 @@ export class ScramServerExchange {
     const withoutProof = clientFinal.replace(/,p=[^,]*$/, '')
     const attrs = attributes(clientFinal)
     if (attrs.get('c') !== Buffer.from(this.gs2Header).toString('base64'))
-      throw new ScramError('SCRAM channel binding check failed')
-    if (attrs.get('r') !== this.nonce) throw new ScramError('SCRAM nonce mismatch')
+      throw new ScramError(LoginFailure.ChannelBinding)
+    if (attrs.get('r') !== this.nonce) throw new ScramError(LoginFailure.NonceMismatch)
     const proof = Buffer.from(attrs.get('p') ?? '', 'base64')
-    if (proof.length !== 32) throw new ScramError('malformed SCRAM message (proof)')
+    if (proof.length !== 32) throw new ScramError(LoginFailure.Proof)
     const authMessage = `${this.clientFirstBare},${this.serverFirst},${withoutProof}`
     const { storedKey, serverKey } = this.verifier
     const clientKey = xor(proof, hmac(storedKey, authMessage))
@@ -172,7 +179,7 @@ export class ScramClientExchange {
     const nonce = attrs.get('r')
     const iterations = Number(attrs.get('i'))
     if (!nonce?.startsWith(this.clientNonce) || !attrs.has('s') || !(iterations > 0))
-      throw new ScramError('malformed SCRAM message (server-first)')
+      throw new Error('malformed SCRAM message (server-first)')
     const { clientKey, serverKey } = this.keysFor(
       Buffer.from(attrs.get('s')!, 'base64'),
       iterations,

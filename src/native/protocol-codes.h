@@ -16,6 +16,9 @@
 /* Typed messages: one type byte, then an int32 length that counts itself. */
 #define HEADER_BYTES 5
 
+/* Password and SASL messages are small; PostgreSQL caps them alike. */
+#define MAX_AUTH_MESSAGE 10000
+
 /* enum Frontend */
 #define FRONTEND_BIND 'B'
 #define FRONTEND_CLOSE 'C'

@@ -1,5 +1,6 @@
 import { FRONTEND_TYPES, HEADER_BYTES } from './protocol.js'
 import { PgError } from './error-response.js'
+import { invalidMessageLength } from './message-queue.js'
 
 export interface FrameSink {
   /** Bytes to pass on as they are: a view of the input, valid only until it is written. */
@@ -168,7 +169,7 @@ export class MessageFramer {
     if (sender.types[type] !== 1)
       return this.fail(new PgError('08P01', `invalid ${sender.name} message type ${type}`))
     if (length < 4 || (length > this.maxMessageBytes - 1 && !sender.passesOversized)) {
-      return this.fail(new PgError('08P01', `invalid message length ${length}`))
+      return this.fail(invalidMessageLength(length))
     }
     return length + 1
   }

@@ -4,14 +4,17 @@ import { HEADER_BYTES } from './protocol.js'
 /** Length of the packet at the head of `buffered`, 0 while unknown; throws on a bad length. */
 export type FrameLength = (buffered: Buffer) => number
 
+/** A typed message's length word out of bounds (`length`: the word, which counts itself). */
+export const invalidMessageLength = (length: number): PgError =>
+  new PgError('08P01', `invalid message length ${length}`)
+
 /** Typed messages (type byte, then a length that counts itself) up to `maxBytes`. */
 export const typedMessageLength =
   (maxBytes: number): FrameLength =>
   (buffered) => {
     if (buffered.length < HEADER_BYTES) return 0
     const total = buffered.readUInt32BE(1) + 1
-    if (total < HEADER_BYTES || total > maxBytes)
-      throw new PgError('08P01', `invalid message length ${total - 1}`)
+    if (total < HEADER_BYTES || total > maxBytes) throw invalidMessageLength(total - 1)
     return total
   }
 

@@ -13,6 +13,9 @@ export const CANCEL_REQUEST_LENGTH = 16
 /** Typed messages: one type byte, then an int32 length that counts itself. */
 export const HEADER_BYTES = 5
 
+/** Password and SASL messages are small; PostgreSQL caps them alike. */
+export const MAX_AUTH_MESSAGE = 10000
+
 export const enum Frontend {
   Bind = 0x42, // B
   Close = 0x43, // C

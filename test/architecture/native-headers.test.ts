@@ -18,7 +18,9 @@ describe('the generated headers of the native relay', () => {
   afterAll(() => rmSync(fresh, { recursive: true }))
 
   it('are written by the generator', () => {
-    expect(headers).toEqual(expect.arrayContaining(['protocol-codes.h', 'carried-progress.h']))
+    expect(headers).toEqual(
+      expect.arrayContaining(['protocol-codes.h', 'login-codes.h', 'carried-progress.h']),
+    )
   })
 
   it.each(headers)(
