@@ -13,7 +13,9 @@
         "src/native/stream-io.c",
         "src/native/tls-channel.c",
         "src/native/tls-context.c",
-        "src/native/tls-settings.c"
+        "src/native/tls-settings.c",
+        "src/native/scram-server.c",
+        "src/native/client-login.c"
       ],
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     }

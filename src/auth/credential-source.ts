@@ -8,6 +8,8 @@ import { readUserlist } from './userlist.js'
 /** Where pgfence finds a user's secret: auth.file, else auth.query run as auth.user. */
 export interface CredentialSource {
   lookup(user: string, database: string): Promise<Secret | null>
+  /** The user's secret in auth.file, without waiting: null when the file has none. */
+  fromFile(user: string): Secret | null
 }
 
 export function createCredentialSource(auth: AuthConfig, upstream: Upstream) {
@@ -15,13 +17,14 @@ export function createCredentialSource(auth: AuthConfig, upstream: Upstream) {
   // Parsed once here, not at every login.
   const secrets = new Map([...users].map(([user, text]) => [user, parseSecret(text)]))
   const fromFile = (user: string) => secrets.get(user) ?? null
-  if (!auth.query) return { lookup: async (user: string) => fromFile(user) }
+  if (!auth.query) return { lookup: async (user: string) => fromFile(user), fromFile }
   const query = auth.query
   const authUser = auth.user!
   return {
     lookup: async (user: string, database: string) =>
       fromFile(user) ??
       lookupByQuery(query, user, database, authUser, users.get(authUser), primaryConfig(upstream)),
+    fromFile,
   } satisfies CredentialSource
 }
 

@@ -24,7 +24,11 @@ export class ClientConnection {
    * in the addon) that reads into one buffer of its own (Node's `onread`, from a pool; see
    * ReadBufferPool), which skips the stream machinery and an allocation on every read.
    */
-  static readingIntoBuffer(source: { handle: unknown } | { fd: number }): ClientConnection {
+  static readingIntoBuffer(
+    source: { handle: unknown } | { fd: number },
+    /** The socket starts reading when resumed (the login in C reads its descriptor first). */
+    manualStart = false,
+  ): ClientConnection {
     const buffer = readBuffers.take()
     // Whether the last chunk read is still referenced (see BytesReceiver).
     let held = false
@@ -32,6 +36,7 @@ export class ClientConnection {
       ...source,
       readable: true,
       writable: true,
+      manualStart,
       onread: {
         buffer,
         callback: (length: number, bytes: Uint8Array) => {
@@ -80,25 +85,27 @@ type AcceptHandle = { onconnection?: (err: number, handle: unknown) => void }
  * Accepts clients. With `reuseReadBuffers`, each client socket reads into a buffer of its own
  * (ClientConnection.readingIntoBuffer): the accepting handle's connection callback is taken
  * over to build the socket with that option, since `net.Server` offers none. Falls back to
- * ordinary sockets if that callback is absent.
+ * ordinary sockets if that callback is absent. `manualStart` (with `reuseReadBuffers`): the
+ * sockets read nothing until resumed.
  */
 export function acceptClients(
   server: net.Server,
   reuseReadBuffers: boolean,
-  onClient: (connection: ClientConnection) => void,
+  onClient: (connection: ClientConnection, started: boolean) => void,
+  manualStart = false,
 ): void {
   const handle = (server as unknown as { _handle?: AcceptHandle })._handle
   if (!reuseReadBuffers || typeof handle?.onconnection !== 'function') {
     server.on('connection', (socket) => {
       socket.setNoDelay(true)
-      onClient(ClientConnection.fromDataEvents(socket))
+      onClient(ClientConnection.fromDataEvents(socket), true)
     })
     return
   }
   handle.onconnection = (err, clientHandle) => {
     if (err) return server.emit('error', new Error(`accept failed (${err})`))
-    const connection = ClientConnection.readingIntoBuffer({ handle: clientHandle })
+    const connection = ClientConnection.readingIntoBuffer({ handle: clientHandle }, manualStart)
     connection.socket.setNoDelay(true)
-    onClient(connection)
+    onClient(connection, !manualStart)
   }
 }

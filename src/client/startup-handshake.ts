@@ -20,7 +20,8 @@ export type Handshake =
 export type StartupHandshake = Extract<Handshake, { kind: 'startup' }>
 
 const ANSWER_YES = Buffer.from([SSL_ACCEPTED])
-const ANSWER_NO = Buffer.from([SSL_REFUSED])
+/** The answer to an encryption request pgfence does not take up: go on in plaintext. */
+export const ANSWER_NO = Buffer.from([SSL_REFUSED])
 
 /** Runs the server side of a TLS handshake on a client's socket: the connection to speak on next. */
 export type StartClientTls = (raw: net.Socket) => Promise<ClientConnection>
@@ -34,9 +35,15 @@ export async function runStartupHandshake(
   startTls: StartClientTls | undefined,
   /** Told when the conversation moves into TLS, so errors are sent on the right layer. */
   onEncrypted: (socket: net.Socket) => void,
+  /** Bytes the client sent that were read already (by the login in C); the socket reads on. */
+  received?: Buffer,
 ): Promise<Handshake> {
   let connection = raw
   let reader = new StartupReader(connection)
+  if (received) {
+    connection.receive(received)
+    connection.socket.resume()
+  }
   let encrypted = false
   for (;;) {
     const packet = decodeStartupPacket(await reader.next())

@@ -27,6 +27,7 @@
 #include <uv.h>
 
 #include "bytes.h"
+#include "client-login.h"
 #include "framing.h"
 #include "napi-string.h"
 #include "query-cache.h"
@@ -1055,6 +1056,9 @@ NAPI_MODULE_INIT() {
                                                {"setKeepalive", js_set_keepalive},
                                                {"tlsContext", js_tls_context},
                                                {"tlsStart", js_tls_start},
+                                               {"clientLogins", js_client_logins},
+                                               {"loginStart", js_login_start},
+                                               {"loginClose", js_login_close},
                                                {"releaseFreeMemory", js_release_free_memory}};
   define_functions(env, exports, functions, sizeof functions / sizeof *functions);
   return exports;

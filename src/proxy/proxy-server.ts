@@ -1,7 +1,15 @@
 import net from 'node:net'
 import type { Config } from '../config/schema.js'
 import { createLogger, lazyChild, type Logger } from '../log.js'
-import { runStartupHandshake } from '../client/startup-handshake.js'
+import { ANSWER_NO, runStartupHandshake } from '../client/startup-handshake.js'
+import { decodeStartupPacket } from '../wire/startup-packet.js'
+import { SASL_OFFER, verifierFor } from '../auth/client-authenticator.js'
+import type { ScramVerifier } from '../auth/scram.js'
+import {
+  NativeLogins,
+  nativeLoginAvailable,
+  startupAfterNativeLogin,
+} from '../auth/native-login.js'
 import { acceptClients, type ClientConnection } from '../client/client-connection.js'
 import { connectUpstream } from '../server/upstream-connector.js'
 import { cancelBackend, forwardCancel } from '../server/cancel-forwarder.js'
@@ -103,7 +111,39 @@ export async function startProxy(
   )
   followFailovers(upstream, registry, pooling?.pools ?? null, () => metrics.failover(), logger)
 
-  async function serve(accepted: ClientConnection, conn: AcceptedClient): Promise<void> {
+  const nativeLogins =
+    pooling && nativeRelay && nativeLoginAvailable && (!ownTls || ownTls.native)
+      ? new NativeLogins(SASL_OFFER, (packet) => verifierInC(packet))
+      : null
+  /**
+   * What a login in C does with a startup-phase packet: check a plain pooled login whose user
+   * has a SCRAM secret or a password in auth.file, and which nothing refuses before
+   * authentication, against it; refuse an encryption request pgfence does not take up; leave anything else to
+   * JavaScript (null).
+   */
+  function verifierInC(bytes: Buffer): ScramVerifier | Buffer | null {
+    let packet
+    try {
+      packet = decodeStartupPacket(bytes)
+    } catch {
+      return null
+    }
+    if (packet.kind === 'gssenc' || (packet.kind === 'ssl' && !ownTls)) return ANSWER_NO
+    if (packet.kind !== 'startup' || packet.minor !== 0 || packet.params.has('replication'))
+      return null
+    const user = packet.params.get('user')
+    if (!user || packet.params.get('database') === CONSOLE_DATABASE) return null
+    if (draining || connections.size > live.config.limits.maxClientConnections) return null
+    const secret = pooling!.credentials.fromFile(user)
+    return secret && secret.kind !== 'md5' ? verifierFor(user, secret) : null
+  }
+
+  async function serve(
+    accepted: ClientConnection,
+    conn: AcceptedClient,
+    /** The socket reads: no login in C runs first. */
+    started: boolean,
+  ): Promise<void> {
     const raw = accepted.socket
     const startupTimer = setTimeout(() => {
       conn.log().info('startup not completed in time')
@@ -114,11 +154,15 @@ export async function startProxy(
     let client: net.Socket = raw
     let login: UpstreamLogin | undefined
     try {
-      const handshake = await runStartupHandshake(
-        accepted,
-        ownTls?.start,
-        (secure) => (client = secure),
-      )
+      const onEncrypted = (secure: net.Socket) => (client = secure)
+      const { handshake, login: authenticated } = started
+        ? { handshake: await runStartupHandshake(accepted, ownTls?.start, onEncrypted) }
+        : await startupAfterNativeLogin(
+            accepted,
+            await nativeLogins!.login(raw),
+            (received) => runStartupHandshake(accepted, ownTls?.start, onEncrypted, received),
+            (user) => pooling!.credentials.fromFile(user),
+          )
       if (handshake.kind === 'cancel') {
         clearTimeout(startupTimer)
         raw.destroy()
@@ -174,6 +218,7 @@ export async function startProxy(
         fencing: () => sessionSettings.current.rewriter !== null,
         // Waiting for a server connection is pool.waitTimeoutMs's, not the startup's.
         authenticated: () => clearTimeout(startupTimer),
+        login: authenticated,
       }
       if (pooling && live.config.pool.mode === 'transaction') {
         const pooled = await startPooledClient(handshake.connection, params, pooling, {
@@ -263,18 +308,24 @@ export async function startProxy(
   const listeners = await listenAll(config.listen, logger)
   for (const server of listeners.servers) {
     // Node's TLS reads from the socket itself, so its sockets keep Node's own reads.
-    acceptClients(server, !ownTls || ownTls.native, (connection) => {
-      const raw = connection.socket
-      applyKeepalive(raw, live.config.tcpKeepalive)
-      const id = ++nextId
-      const peer = peerOf(raw)
-      let log: Logger | undefined
-      const conn = { id, peer, log: () => (log ??= logger.child({ conn: id, peer })) }
-      connections.add(raw)
-      raw.on('close', () => connections.delete(raw))
-      raw.on('error', (err) => conn.log().debug({ err: err.message }, 'client socket error'))
-      void serve(connection, conn)
-    })
+    const reuseReadBuffers = !ownTls || ownTls.native
+    acceptClients(
+      server,
+      reuseReadBuffers,
+      (connection, started) => {
+        const raw = connection.socket
+        applyKeepalive(raw, live.config.tcpKeepalive)
+        const id = ++nextId
+        const peer = peerOf(raw)
+        let log: Logger | undefined
+        const conn = { id, peer, log: () => (log ??= logger.child({ conn: id, peer })) }
+        connections.add(raw)
+        raw.on('close', () => connections.delete(raw))
+        raw.on('error', (err) => conn.log().debug({ err: err.message }, 'client socket error'))
+        void serve(connection, conn, started)
+      },
+      nativeLogins !== null,
+    )
   }
   // The sweep is armed only while a timeout is set: a reload may arm, change or stop it.
   let stopTimeouts = watchSessionTimeouts(registry, live.config.limits)

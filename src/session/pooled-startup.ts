@@ -1,4 +1,4 @@
-import { authenticateConnection } from '../auth/connection-login.js'
+import { authenticateConnection, type AuthenticatedConnection } from '../auth/connection-login.js'
 import type { CredentialSource } from '../auth/credential-source.js'
 import type { ClientConnection } from '../client/client-connection.js'
 import type { CancelKeys } from '../pool/cancel-keys.js'
@@ -52,6 +52,8 @@ export interface PooledStartOptions {
    * pool.waitTimeoutMs; the login's own statements) is no longer the startup's.
    */
   authenticated: () => void
+  /** The client authenticated already (by the login in C). */
+  login?: AuthenticatedConnection
 }
 
 /**
@@ -64,13 +66,14 @@ export async function startPooledClient(
   connection: ClientConnection,
   params: Map<string, string>,
   context: PoolingContext,
-  { keepServer, nameCheck, fencing, authenticated }: PooledStartOptions,
+  { keepServer, nameCheck, fencing, authenticated, login: done }: PooledStartOptions,
 ): Promise<PooledClient> {
   const user = params.get('user')!
   const database = params.get('database') || user
   const settings = startupSettings(params)
   const socket = connection.socket
-  const login = await authenticateConnection(connection, user, database, context.credentials)
+  const login =
+    done ?? (await authenticateConnection(connection, user, database, context.credentials))
   authenticated()
   const pool = context.pools.get(database, user)
   pool.useCredentials(login.credentials)

@@ -73,6 +73,8 @@ export interface TestProxy {
   url(user?: string, database?: string, password?: string): string
   /** Sessions relayed natively now. */
   nativeSessionCount(): number
+  /** Client connections open now, sessions and those still starting. */
+  connectionCount(): number
   /** The admin endpoint's port, when admin.listen is set. */
   adminPort?: number
   /** Re-reads the config file given as `options.configFile`. */
@@ -124,6 +126,7 @@ export async function startTestProxy(
       return withPassword(url, pooled.password).toString()
     },
     nativeSessionCount: () => server.nativeSessionCount(),
+    connectionCount: () => server.connectionCount(),
     adminPort: server.adminPort,
     reload: () => server.reload(),
     close: () => server.close(),

@@ -1,0 +1,169 @@
+import type net from 'node:net'
+import { nativeAddon } from '../native-addon.js'
+import { LoginFailure, LoginOutcome, loginFailureError } from './login-codes.js'
+import { serverFirstSuffix, type ScramKeys, type ScramVerifier } from './scram.js'
+import { descriptorOf } from '../net/socket-handle.js'
+import { decodeStartupPacket } from '../wire/startup-packet.js'
+import type { ClientConnection } from '../client/client-connection.js'
+import type { Handshake } from '../client/startup-handshake.js'
+import type { AuthenticatedConnection } from './connection-login.js'
+import { scramAuthenticated } from './client-authenticator.js'
+import type { Secret } from './secret.js'
+
+/**
+ * A client's login in C (src/native/client-login.c): the StartupMessage and the SCRAM exchange
+ * are read and answered there, on the event loop, and JavaScript is called to choose the
+ * verifier and once the client has authenticated. A login C does not take (TLS, a cancel
+ * request, a user without a SCRAM secret in the userlist…) comes back with the bytes read, for
+ * the JavaScript startup to go on from.
+ */
+
+type Logins = { readonly brand: unique symbol }
+type Login = { readonly brand: unique symbol }
+
+/** What C reports at a login's end (client-login.c says which argument each outcome has). */
+type Report = [
+  outcome: LoginOutcome,
+  packet: Buffer | undefined,
+  keys: Buffer | undefined,
+  rest: Buffer | undefined,
+  failure: LoginFailure,
+  detail: number,
+]
+
+interface NativeLoginModule {
+  clientLogins(offer: Buffer, choose: (packet: Buffer) => Buffer | null): Logins
+  loginStart(logins: Logins, fd: number, done: (...report: Report) => void): Login
+  loginClose(login: Login): void
+}
+
+const addon =
+  typeof nativeAddon?.loginStart === 'function'
+    ? (nativeAddon as unknown as NativeLoginModule)
+    : null
+
+/** Whether the addon was built with the login. */
+export const nativeLoginAvailable = addon !== null
+
+export type NativeLoginResult =
+  | { outcome: LoginOutcome.Fallback; rest: Buffer }
+  | {
+      outcome: LoginOutcome.Authenticated
+      packet: Buffer
+      keys: ScramKeys
+      serverFinal: string
+      rest: Buffer
+    }
+  | { outcome: LoginOutcome.Refused; packet: Buffer; failure: LoginFailure; detail: number }
+  | { outcome: LoginOutcome.Closed }
+
+const KEY = 32
+
+/** StoredKey, ServerKey and server-first's suffix, as C takes a verifier; made once each. */
+const forC = new WeakMap<ScramVerifier, Buffer>()
+function verifierForC(verifier: ScramVerifier): Buffer {
+  let bytes = forC.get(verifier)
+  if (!bytes) {
+    const suffix = Buffer.from(serverFirstSuffix(verifier))
+    bytes = Buffer.concat([verifier.storedKey, verifier.serverKey, suffix])
+    forC.set(verifier, bytes)
+  }
+  return bytes
+}
+
+function result(...[outcome, packet, keys, rest, failure, detail]: Report): NativeLoginResult {
+  switch (outcome) {
+    case LoginOutcome.Fallback:
+      return { outcome, rest: rest! }
+    case LoginOutcome.Authenticated:
+      return {
+        outcome,
+        packet: packet!,
+        keys: { clientKey: keys!.subarray(0, KEY), serverKey: keys!.subarray(KEY, 2 * KEY) },
+        serverFinal: `v=${keys!.subarray(2 * KEY).toString('base64')}`,
+        rest: rest!,
+      }
+    case LoginOutcome.Refused:
+      return { outcome, packet: packet!, failure, detail }
+    default:
+      return { outcome: LoginOutcome.Closed }
+  }
+}
+
+/** Logins in C for one proxy, with its choice of verifier. */
+export class NativeLogins {
+  private readonly logins: Logins
+
+  /**
+   * `choose`, given a startup-phase packet (any kind, not decoded): the verifier to check the
+   * client against, a one-byte answer to send before reading the next packet (an encryption
+   * request refused), or null for a login JavaScript runs.
+   */
+  constructor(offer: Buffer, choose: (packet: Buffer) => ScramVerifier | Buffer | null) {
+    this.logins = addon!.clientLogins(offer, (packet) => {
+      const choice = choose(packet)
+      return choice === null || Buffer.isBuffer(choice) ? choice : verifierForC(choice)
+    })
+  }
+
+  /**
+   * Runs a client's login on the socket's descriptor; the socket must not be reading. Resolves
+   * with how it ended; a socket closed meanwhile (a startup timeout, a shutdown) ends it Closed.
+   */
+  login(socket: net.Socket): Promise<NativeLoginResult> {
+    const fd = descriptorOf(socket)
+    if (fd === null) return Promise.resolve({ outcome: LoginOutcome.Closed })
+    return new Promise((resolve) => {
+      const onClose = () => {
+        addon!.loginClose(login)
+        resolve({ outcome: LoginOutcome.Closed })
+      }
+      const login = addon!.loginStart(this.logins, fd, (...args) => {
+        socket.off('close', onClose)
+        resolve(result(...args))
+      })
+      socket.once('close', onClose)
+    })
+  }
+}
+
+/** A startup handshake, and the client's authentication when the login in C did it. */
+export interface StartupAfterLogin {
+  handshake: Handshake
+  login?: AuthenticatedConnection
+}
+
+/**
+ * Goes on from a login in C: an authenticated client's startup as if JavaScript had read it, a
+ * refusal as the error to send, a fallback through `runStartup` with the bytes C read.
+ * `secretOf`: the user's secret, which the verifier C checked was made from.
+ */
+export async function startupAfterNativeLogin(
+  connection: ClientConnection,
+  result: NativeLoginResult,
+  runStartup: (received: Buffer) => Promise<Handshake>,
+  secretOf: (user: string) => Secret | null,
+): Promise<StartupAfterLogin> {
+  switch (result.outcome) {
+    case LoginOutcome.Fallback:
+      return { handshake: await runStartup(result.rest) }
+    case LoginOutcome.Closed:
+      throw new Error('client closed the connection during authentication')
+  }
+  const packet = decodeStartupPacket(result.packet)
+  if (packet.kind !== 'startup')
+    throw new Error('the login in C took a packet that is no StartupMessage')
+  const user = packet.params.get('user') ?? ''
+  if (result.outcome === LoginOutcome.Refused)
+    throw loginFailureError(result.failure, user, result.detail)
+  const secret = secretOf(user)
+  // A reload removed the user meanwhile: it is refused as PostgreSQL would refuse it now.
+  if (!secret) throw loginFailureError(LoginFailure.WrongProof, user)
+  const { credentials, answer } = scramAuthenticated(user, secret, result.keys, result.serverFinal)
+  return {
+    handshake: { kind: 'startup', connection, packet, leftover: NOTHING },
+    login: { credentials, answer, leftover: result.rest },
+  }
+}
+
+const NOTHING = Buffer.alloc(0)

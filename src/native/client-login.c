@@ -1,0 +1,424 @@
+/*
+ * A client's login in C, up to its authentication: the StartupMessage, then the SCRAM-SHA-256
+ * exchange (scram-server.h) against the verifier JavaScript chose for it, on the event loop,
+ * without a JavaScript call per message. JavaScript is called twice: to choose (with the startup
+ * packet: a verifier, or nothing when the login is not one C takes), and when it is over.
+ * What to answer the client then (AuthenticationSASLFinal, AuthenticationOk and the greeting, or
+ * an error) is JavaScript's to write: this file writes only AuthenticationSASL and
+ * AuthenticationSASLContinue.
+ *
+ * JavaScript API (src/client/native-login.ts):
+ *   clientLogins(offer, choose) → logins: `offer`, the AuthenticationSASL message to send;
+ *     choose(packet) → a Buffer: StoredKey, ServerKey, then ",s=<salt>,i=<iterations>" (check
+ *     the client against it), or one byte to answer and read the next packet (an encryption
+ *     request refused); or null: JavaScript takes the login
+ *   loginStart(logins, fd, done) → login; the descriptor stays the caller's (C reads a duplicate)
+ *     done(outcome, packet, keys, rest, failure, detail): LOGIN_OUTCOME_* (login-codes.h):
+ *       FALLBACK       rest: every byte read, for JavaScript to go on from
+ *       AUTHENTICATED  packet; keys: ClientKey, ServerKey, the server's signature; rest: the
+ *                      bytes after the client's last message
+ *       REFUSED        packet; failure: LOGIN_FAILURE_*; detail: the length or type it is about
+ *       CLOSED         the client left or its socket failed
+ *   loginClose(login): stops a login under way; done is not called.
+ */
+#define NAPI_VERSION 8
+#include <errno.h>
+#include <node_api.h>
+#include <openssl/rand.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "bytes.h"
+#include "client-login.h"
+#include "login-codes.h"
+#include "protocol-codes.h"
+#include "scram-server.h"
+
+#define READ_BYTES (16 * 1024)
+#define VERIFIER_BYTES (2 * SCRAM_KEY_BYTES)
+
+static _Thread_local uint8_t read_buffer[READ_BYTES];
+
+/* Mark the externals, so that no other value is taken for one. */
+static const napi_type_tag SETUP_TAG = {0x7067666e6c6f6769ULL, 0x6e73657475703031ULL};
+static const napi_type_tag LOGIN_TAG = {0x7067666e6c6f6769ULL, 0x6e6c6f67696e3031ULL};
+
+/* The pointer an external tagged `tag` holds, or NULL. */
+static void *tagged(napi_env env, napi_value value, const napi_type_tag *tag) {
+  bool is = false;
+  void *data = NULL;
+  napi_valuetype type;
+  if (napi_typeof(env, value, &type) != napi_ok || type != napi_external ||
+      napi_check_object_type_tag(env, value, tag, &is) != napi_ok || !is ||
+      napi_get_value_external(env, value, &data) != napi_ok)
+    return NULL;
+  return data;
+}
+
+typedef struct {
+  napi_env env;
+  napi_ref choose;
+  bytes_t offer;
+  napi_async_context async;
+  int logins;     /* logins that use this setup */
+  int finalized;  /* the JavaScript value is gone */
+} setup_t;
+
+enum phase { STARTUP, INITIAL, FINAL, OVER };
+
+typedef struct {
+  setup_t *setup;
+  napi_ref done;
+  int fd; /* a duplicate of the client's descriptor, closed with the poll handle */
+  uv_poll_t poll;
+  int events;
+  enum phase phase;
+  bytes_t in, out, packet;
+  scram_server_t scram;
+  int handle_open, finalized;
+} login_t;
+
+static uint32_t read_u32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void write_u32(uint8_t *p, uint32_t v) {
+  p[0] = v >> 24;
+  p[1] = v >> 16;
+  p[2] = v >> 8;
+  p[3] = v;
+}
+
+/* The setup outlives its JavaScript value while logins it started go on (they call `choose`). */
+static void setup_free_if_done(setup_t *setup) {
+  if (setup->logins > 0 || !setup->finalized) return;
+  napi_delete_reference(setup->env, setup->choose);
+  napi_async_destroy(setup->env, setup->async);
+  bytes_free(&setup->offer);
+  free(setup);
+}
+
+static void login_free_if_done(login_t *login) {
+  if (login->handle_open || !login->finalized) return;
+  setup_t *setup = login->setup;
+  bytes_free(&login->in);
+  bytes_free(&login->out);
+  bytes_free(&login->packet);
+  scram_free(&login->scram);
+  free(login);
+  setup->logins--;
+  setup_free_if_done(setup);
+}
+
+static void on_closed(uv_handle_t *handle) {
+  login_t *login = handle->data;
+  close(login->fd);
+  login->handle_open = 0;
+  login_free_if_done(login);
+}
+
+/* Ends the login: the descriptor's duplicate is let go before JavaScript reads the client. */
+static void stop(login_t *login) {
+  if (login->phase == OVER) return;
+  login->phase = OVER;
+  uv_close((uv_handle_t *)&login->poll, on_closed);
+}
+
+static napi_value buffer_or_undefined(napi_env env, const uint8_t *p, size_t n, int present) {
+  napi_value value;
+  void *ignored;
+  if (present) napi_create_buffer_copy(env, n, n ? p : (const uint8_t *)"", &ignored, &value);
+  else napi_get_undefined(env, &value);
+  return value;
+}
+
+/* Calls `fn` through MakeCallback (so that promise reactions run); an exception is cleared. */
+static napi_value call(setup_t *setup, napi_value fn, size_t argc, napi_value *argv) {
+  napi_value global, result = NULL;
+  napi_get_global(setup->env, &global);
+  if (napi_make_callback(setup->env, setup->async, global, fn, argc, argv, &result) != napi_ok) {
+    napi_value exception;
+    napi_get_and_clear_last_exception(setup->env, &exception);
+    return NULL;
+  }
+  return result;
+}
+
+static void report(login_t *login, int outcome, const uint8_t *keys, int failure, int detail) {
+  if (login->phase == OVER) return;
+  stop(login);
+  if (!login->done) return;
+  napi_env env = login->setup->env;
+  napi_handle_scope scope;
+  napi_open_handle_scope(env, &scope);
+  napi_value argv[6], fn;
+  int has_packet = outcome == LOGIN_OUTCOME_AUTHENTICATED || outcome == LOGIN_OUTCOME_REFUSED;
+  napi_create_int32(env, outcome, &argv[0]);
+  argv[1] = buffer_or_undefined(env, login->packet.data, login->packet.len, has_packet);
+  argv[2] = buffer_or_undefined(env, keys, 3 * SCRAM_KEY_BYTES, keys != NULL);
+  argv[3] = buffer_or_undefined(env, login->in.data, login->in.len,
+                                outcome == LOGIN_OUTCOME_AUTHENTICATED ||
+                                    outcome == LOGIN_OUTCOME_FALLBACK);
+  napi_create_int32(env, failure, &argv[4]);
+  napi_create_int32(env, detail, &argv[5]);
+  napi_get_reference_value(env, login->done, &fn);
+  napi_delete_reference(env, login->done);
+  login->done = NULL;
+  call(login->setup, fn, 6, argv);
+  napi_close_handle_scope(env, scope);
+}
+
+static void on_poll(uv_poll_t *handle, int status, int events);
+
+static void watch(login_t *login, int events) {
+  if (login->phase == OVER || events == login->events) return;
+  login->events = events;
+  uv_poll_start(&login->poll, events, on_poll);
+}
+
+/* Sends what is queued; -1 when the socket failed. */
+static int flush(login_t *login) {
+  size_t sent = 0;
+  while (sent < login->out.len) {
+    ssize_t n = write(login->fd, login->out.data + sent, login->out.len - sent);
+    if (n > 0) sent += (size_t)n;
+    else if (n < 0 && errno == EINTR) continue;
+    else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    else return -1;
+  }
+  memmove(login->out.data, login->out.data + sent, login->out.len - sent);
+  login->out.len -= sent;
+  watch(login, UV_READABLE | (login->out.len ? UV_WRITABLE : 0));
+  return 0;
+}
+
+/* Drops the first n bytes read. */
+static void consume(bytes_t *in, size_t n) {
+  memmove(in->data, in->data + n, in->len - n);
+  in->len -= n;
+}
+
+enum choice { FALLBACK, CHECK, ANSWERED };
+
+/* Asks JavaScript about the startup packet at the head of `in`: a verifier to check the client
+ * against (CHECK), a one-byte answer to send before the next packet (ANSWERED: an encryption
+ * request refused), or nothing (FALLBACK). */
+static enum choice choose(login_t *login, size_t len) {
+  setup_t *setup = login->setup;
+  napi_env env = setup->env;
+  napi_handle_scope scope;
+  napi_open_handle_scope(env, &scope);
+  napi_value fn, argv[1], result;
+  argv[0] = buffer_or_undefined(env, login->in.data, len, 1);
+  napi_get_reference_value(env, setup->choose, &fn);
+  result = call(setup, fn, 1, argv);
+  void *data = NULL;
+  size_t n = 0;
+  bool is_buffer = false;
+  enum choice choice = FALLBACK;
+  if (result && napi_is_buffer(env, result, &is_buffer) == napi_ok && is_buffer &&
+      napi_get_buffer_info(env, result, &data, &n) == napi_ok)
+    choice = n == 1 ? ANSWERED : n > VERIFIER_BYTES ? CHECK : FALLBACK;
+  if (choice == ANSWERED && bytes_append(&login->out, data, 1) < 0) choice = FALLBACK;
+  if (choice == CHECK) {
+    memcpy(login->scram.stored_key, data, SCRAM_KEY_BYTES);
+    memcpy(login->scram.server_key, (uint8_t *)data + SCRAM_KEY_BYTES, SCRAM_KEY_BYTES);
+    login->scram.suffix = malloc(n - VERIFIER_BYTES + 1);
+    if (login->scram.suffix) {
+      memcpy(login->scram.suffix, (uint8_t *)data + VERIFIER_BYTES, n - VERIFIER_BYTES);
+      login->scram.suffix[n - VERIFIER_BYTES] = 0;
+    }
+    if (!login->scram.suffix) choice = FALLBACK;
+  }
+  napi_close_handle_scope(env, scope);
+  return choice;
+}
+
+/* A whole startup-phase packet is at the head of `in` (with nothing after it: bytes sent before
+ * an answer to an encryption request are JavaScript's to refuse): JavaScript chooses, then an
+ * answer goes out, or SCRAM starts. */
+static void on_startup(login_t *login, size_t len) {
+  enum choice choice = login->in.len == len ? choose(login, len) : FALLBACK;
+  if (login->phase == OVER) return; /* JavaScript closed the login while choosing */
+  if (choice == FALLBACK) return report(login, LOGIN_OUTCOME_FALLBACK, NULL, 0, 0);
+  if (choice == ANSWERED) {
+    consume(&login->in, len);
+    if (flush(login) < 0) report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
+    return;
+  }
+  if (bytes_append(&login->packet, login->in.data, len) < 0 ||
+      bytes_append(&login->out, login->setup->offer.data, login->setup->offer.len) < 0)
+    return report(login, LOGIN_OUTCOME_REFUSED, NULL, LOGIN_FAILURE_OUT_OF_MEMORY, 0);
+  consume(&login->in, len);
+  login->phase = INITIAL;
+  if (flush(login) < 0) report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
+}
+
+/* AuthenticationSASLContinue with server-first. */
+static int send_continue(login_t *login) {
+  size_t text = strlen(login->scram.server_first);
+  uint8_t header[HEADER_BYTES + 4];
+  header[0] = BACKEND_AUTHENTICATION;
+  write_u32(header + 1, (uint32_t)(4 + 4 + text));
+  write_u32(header + 5, AUTH_SASL_CONTINUE);
+  if (bytes_append(&login->out, header, sizeof header) < 0 ||
+      bytes_append(&login->out, (const uint8_t *)login->scram.server_first, text) < 0)
+    return -1;
+  return 0;
+}
+
+/* One whole password message's body, in phase INITIAL or FINAL. */
+static void on_password(login_t *login, const uint8_t *body, size_t n) {
+  if (login->phase == INITIAL) {
+    uint8_t nonce[SCRAM_SERVER_NONCE_BYTES];
+    int failure = RAND_bytes(nonce, sizeof nonce) == 1 ? scram_initial(&login->scram, body, n, nonce)
+                                                       : LOGIN_FAILURE_OUT_OF_MEMORY;
+    if (!failure && send_continue(login) < 0) failure = LOGIN_FAILURE_OUT_OF_MEMORY;
+    if (failure) return report(login, LOGIN_OUTCOME_REFUSED, NULL, failure, 0);
+    login->phase = FINAL;
+    if (flush(login) < 0) report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
+    return;
+  }
+  uint8_t keys[3 * SCRAM_KEY_BYTES];
+  int failure = scram_final(&login->scram, body, n, keys, keys + 2 * SCRAM_KEY_BYTES);
+  if (failure) return report(login, LOGIN_OUTCOME_REFUSED, NULL, failure, 0);
+  memcpy(keys + SCRAM_KEY_BYTES, login->scram.server_key, SCRAM_KEY_BYTES);
+  report(login, LOGIN_OUTCOME_AUTHENTICATED, keys, 0, 0);
+}
+
+/* Takes every whole packet at the head of `in`. */
+static void advance(login_t *login) {
+  while (login->phase != OVER) {
+    if (login->phase == STARTUP) {
+      if (login->in.len < 4) return;
+      uint32_t len = read_u32(login->in.data);
+      /* JavaScript answers a bad length as it always does. */
+      if (len < MIN_STARTUP_PACKET || len > MAX_STARTUP_PACKET)
+        return report(login, LOGIN_OUTCOME_FALLBACK, NULL, 0, 0);
+      if (login->in.len < len) return;
+      on_startup(login, len);
+      continue;
+    }
+    if (login->in.len < HEADER_BYTES) return;
+    uint32_t len = read_u32(login->in.data + 1);
+    if (len < 4 || len > MAX_AUTH_MESSAGE - 1)
+      return report(login, LOGIN_OUTCOME_REFUSED, NULL, LOGIN_FAILURE_MESSAGE_LENGTH, (int)len);
+    if (login->in.len < (size_t)len + 1) return;
+    uint8_t type = login->in.data[0];
+    if (type != FRONTEND_PASSWORD)
+      return report(login, LOGIN_OUTCOME_REFUSED, NULL, LOGIN_FAILURE_MESSAGE_TYPE, type);
+    /* The body is copied out: a report hands `in` (what follows) to JavaScript. */
+    size_t n = len - 4;
+    uint8_t *body = malloc(n ? n : 1);
+    if (!body) return report(login, LOGIN_OUTCOME_REFUSED, NULL, LOGIN_FAILURE_OUT_OF_MEMORY, 0);
+    memcpy(body, login->in.data + HEADER_BYTES, n);
+    consume(&login->in, len + 1);
+    on_password(login, body, n);
+    free(body);
+  }
+}
+
+static void on_poll(uv_poll_t *handle, int status, int events) {
+  login_t *login = handle->data;
+  if (status < 0) return report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
+  if ((events & UV_WRITABLE) && flush(login) < 0)
+    return report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
+  if (!(events & UV_READABLE)) return;
+  for (;;) {
+    ssize_t n = read(login->fd, read_buffer, sizeof read_buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n <= 0) return report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
+    if (bytes_append(&login->in, read_buffer, (size_t)n) < 0)
+      return report(login, LOGIN_OUTCOME_REFUSED, NULL, LOGIN_FAILURE_OUT_OF_MEMORY, 0);
+    advance(login);
+    if (login->phase == OVER || (size_t)n < sizeof read_buffer) break;
+  }
+}
+
+static void setup_finalize(napi_env env, void *data, void *hint) {
+  setup_t *setup = data;
+  setup->finalized = 1;
+  setup_free_if_done(setup);
+}
+
+static void login_finalize(napi_env env, void *data, void *hint) {
+  login_t *login = data;
+  if (login->done) napi_delete_reference(env, login->done);
+  login->done = NULL;
+  login->finalized = 1;
+  login_free_if_done(login);
+}
+
+static napi_value throw_error(napi_env env, const char *message) {
+  napi_throw_error(env, NULL, message);
+  return NULL;
+}
+
+napi_value js_client_logins(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2], external, name;
+  void *offer = NULL;
+  size_t offer_len = 0;
+  napi_valuetype type;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 ||
+      napi_get_buffer_info(env, argv[0], &offer, &offer_len) != napi_ok ||
+      napi_typeof(env, argv[1], &type) != napi_ok || type != napi_function)
+    return throw_error(env, "pgfence login: clientLogins(offer, choose)");
+  setup_t *setup = calloc(1, sizeof *setup);
+  if (!setup || bytes_append(&setup->offer, offer, offer_len) < 0) {
+    free(setup);
+    return throw_error(env, "pgfence login: out of memory");
+  }
+  setup->env = env;
+  napi_create_reference(env, argv[1], 1, &setup->choose);
+  napi_create_external(env, setup, setup_finalize, NULL, &external);
+  napi_type_tag_object(env, external, &SETUP_TAG);
+  napi_create_string_utf8(env, "pgfence.login", NAPI_AUTO_LENGTH, &name);
+  napi_async_init(env, external, name, &setup->async);
+  return external;
+}
+
+napi_value js_login_start(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3], external;
+  setup_t *setup = NULL;
+  int32_t fd = -1;
+  uv_loop_t *loop;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 ||
+      !(setup = tagged(env, argv[0], &SETUP_TAG)) ||
+      napi_get_value_int32(env, argv[1], &fd) != napi_ok ||
+      napi_get_uv_event_loop(env, &loop) != napi_ok)
+    return throw_error(env, "pgfence login: loginStart(logins, fd, done)");
+  login_t *login = calloc(1, sizeof *login);
+  if (!login || (login->fd = dup(fd)) < 0) {
+    free(login);
+    return throw_error(env, "pgfence login: cannot take the socket");
+  }
+  if (uv_poll_init(loop, &login->poll, login->fd) != 0) {
+    close(login->fd);
+    free(login);
+    return throw_error(env, "pgfence login: cannot watch the socket");
+  }
+  login->setup = setup;
+  setup->logins++;
+  login->poll.data = login;
+  login->handle_open = 1;
+  napi_create_reference(env, argv[2], 1, &login->done);
+  napi_create_external(env, login, login_finalize, NULL, &external);
+  napi_type_tag_object(env, external, &LOGIN_TAG);
+  watch(login, UV_READABLE);
+  return external;
+}
+
+napi_value js_login_close(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  login_t *login = NULL;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc == 1 &&
+      (login = tagged(env, argv[0], &LOGIN_TAG)))
+    stop(login);
+  return NULL;
+}

@@ -1,0 +1,360 @@
+import net from 'node:net'
+import { once } from 'node:events'
+import { createHash, createHmac } from 'node:crypto'
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
+import { NativeLogins, nativeLoginAvailable } from '../../src/auth/native-login.js'
+import {
+  authenticateClient,
+  SASL_OFFER,
+  scramAuthenticated,
+  type ClientAuthentication,
+} from '../../src/auth/client-authenticator.js'
+import { LoginOutcome, loginFailureError } from '../../src/auth/login-codes.js'
+import {
+  deriveKeys,
+  ScramClientExchange,
+  type ScramKeys,
+  type ScramVerifier,
+} from '../../src/auth/scram.js'
+import type { Secret } from '../../src/auth/secret.js'
+import { PgError } from '../../src/wire/error-response.js'
+import { MessageQueue, typedMessageLength } from '../../src/wire/message-queue.js'
+import {
+  query,
+  saslInitialResponse,
+  saslResponse,
+  startupMessage,
+  typedMessage,
+} from '../../src/wire/messages.js'
+import { Frontend, MAX_AUTH_MESSAGE } from '../../src/wire/protocol.js'
+import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { startTestProxy, type TestProxy } from '../support/proxy.js'
+import { POOL_PASSWORD, writeUserlist } from '../support/pool-auth.js'
+import { pgBin, runCommand } from '../e2e/support/commands.js'
+import {
+  backendMessages,
+  closedWithin,
+  connectRaw,
+  errorCode,
+  sslRequest,
+} from '../e2e/support/wire.js'
+
+/**
+ * The login in C (src/native/client-login.c, scram-server.c) and JavaScript's exchange
+ * (client-authenticator.ts) take the same client messages to the same outcome: the same
+ * refusal, in the same words, or the same keys and answer.
+ */
+
+const USER = 'alice'
+const salt = Buffer.from('c2FsdHNhbHRzYWx0c2FsdA==', 'base64')
+const { clientKey, serverKey } = deriveKeys('pencil', salt, 4096)
+const verifier: ScramVerifier = {
+  iterations: 4096,
+  salt,
+  storedKey: createHash('sha256').update(clientKey).digest(),
+  serverKey,
+}
+const secret: Secret = { kind: 'scram', verifier }
+
+const NOTHING: Buffer = Buffer.alloc(0)
+const hmac = (key: Buffer, text: string) => createHmac('sha256', key).update(text).digest()
+
+/** The client's messages, as a script that answers server-first. */
+interface Script {
+  name: string
+  mechanism?: string
+  clientFirst: string
+  /** The client's second message (default: a right client-final, with `change` applied). */
+  final?: (serverFirst: string) => Buffer
+  change?: (clientFinal: string) => string
+}
+
+/** client-final made right for the transcript, and the answer the server owes it. */
+function rightFinal(clientFirst: string, serverFirst: string) {
+  const gs2 = /^[ny],(a=[^,]*)?,/.exec(clientFirst)![0]
+  const bare = clientFirst.slice(gs2.length)
+  const nonce = /(?:^|,)r=([^,]*)/.exec(serverFirst)![1]
+  const withoutProof = `c=${Buffer.from(gs2).toString('base64')},r=${nonce}`
+  const authMessage = `${bare},${serverFirst},${withoutProof}`
+  const signature = hmac(createHash('sha256').update(clientKey).digest(), authMessage)
+  const proof = Buffer.from(clientKey.map((byte, i) => byte ^ signature[i]!))
+  return {
+    final: `${withoutProof},p=${proof.toString('base64')}`,
+    serverFinal: `v=${hmac(serverKey, authMessage).toString('base64')}`,
+  }
+}
+
+const scripts: Script[] = [
+  { name: 'a right proof', clientFirst: 'n,,n=,r=rOprNGfwEbeRWgbNEkqO' },
+  { name: 'a right proof with y and an authzid', clientFirst: 'y,a=alice,n=,r=abc' },
+  { name: 'a repeated nonce (the last counts)', clientFirst: 'n,,n=,r=first,r=second' },
+  { name: 'an unpadded proof', clientFirst: 'n,,n=,r=abc', change: (f) => f.replace(/=$/, '') },
+  { name: 'a wrong proof', clientFirst: 'n,,n=,r=abc', change: (f) => f.replace('p=', 'p=A') },
+  { name: 'another mechanism', mechanism: 'SCRAM-SHA-1', clientFirst: 'n,,n=,r=abc' },
+  { name: 'a bad GS2 flag', clientFirst: 'p=tls-server-end-point,,n=,r=abc' },
+  { name: 'no nonce', clientFirst: 'n,,n=' },
+  { name: 'an empty nonce', clientFirst: 'n,,n=,r=' },
+  { name: 'a nonce with a space', clientFirst: 'n,,n=,r=a b' },
+  { name: 'a line break in client-first', clientFirst: 'n,,n=\n,r=abc' },
+  {
+    name: 'another channel binding',
+    clientFirst: 'n,,n=,r=abc',
+    change: (f) => f.replace('c=biws', 'c=eSws'),
+  },
+  {
+    name: 'another nonce',
+    clientFirst: 'n,,n=,r=abc',
+    change: (f) => f.replace(',r=abc', ',r=abd'),
+  },
+  { name: 'a short proof', clientFirst: 'n,,n=,r=abc', change: (f) => f.replace(/p=.*/, 'p=AAAA') },
+  {
+    name: 'a Query for client-final',
+    clientFirst: 'n,,n=,r=abc',
+    final: () => typedMessage(Frontend.Query, Buffer.from('SELECT 1\0')),
+  },
+  {
+    name: 'a length out of bounds',
+    clientFirst: 'n,,n=,r=abc',
+    final: () => Buffer.from([Frontend.Password, 0, 0, 0x27, 0x11]),
+  },
+]
+
+/**
+ * How a login ended, in terms both paths share: the refusal, or the keys pgfence logs in to
+ * PostgreSQL with and whether the answer carries the signature RFC 5802 defines for the
+ * transcript (the server's nonce, and so the signature, differ from run to run).
+ */
+type Outcome = { code: string; message: string } | { keys: ScramKeys; signed: boolean }
+
+const outcomeOf = (result: ClientAuthentication | PgError, serverFinal: Buffer | null): Outcome =>
+  result instanceof PgError
+    ? { code: result.code, message: result.message }
+    : {
+        keys: result.credentials.scram!(salt, 4096),
+        signed: serverFinal !== null && result.answer.includes(serverFinal),
+      }
+
+/** The client's messages after its startup, given the server's two SCRAM messages. */
+function clientMessages(script: Script) {
+  let expectedAnswer: Buffer | null = null
+  return {
+    initial: () => saslInitialResponse(script.mechanism ?? 'SCRAM-SHA-256', script.clientFirst),
+    final: (serverFirst: string) => {
+      if (script.final) return script.final(serverFirst)
+      const right = rightFinal(script.clientFirst, serverFirst)
+      expectedAnswer = Buffer.from(right.serverFinal)
+      return saslResponse(script.change ? script.change(right.final) : right.final)
+    },
+    /** server-final for a right client-final, to find in the answer. */
+    serverFinal: () => expectedAnswer,
+  }
+}
+
+/** server-first out of an AuthenticationSASLContinue. */
+const serverFirstOf = (message: Buffer) => message.toString('utf8', 9)
+
+/** JavaScript's exchange, on messages framed as connection-login.ts frames them. */
+async function inJavaScript(script: Script): Promise<Outcome> {
+  const client = clientMessages(script)
+  const sent: Buffer[] = []
+  const queue = new MessageQueue(typedMessageLength(MAX_AUTH_MESSAGE))
+  let step = 0
+  const conversation = {
+    send: (bytes: Buffer) => void sent.push(bytes),
+    next: () => {
+      queue.push(step++ === 0 ? client.initial() : client.final(serverFirstOf(sent[1]!)))
+      return queue.next()
+    },
+  }
+  const result = await authenticateClient(conversation, USER, secret).catch((err: PgError) => err)
+  return outcomeOf(result, client.serverFinal())
+}
+
+let server: net.Server
+let logins: NativeLogins
+const accepted: net.Socket[] = []
+const waiting: ((socket: net.Socket) => void)[] = []
+
+beforeAll(async () => {
+  logins = new NativeLogins(SASL_OFFER, () => verifier)
+  server = net.createServer({ pauseOnConnect: true }, (socket) => {
+    const waiter = waiting.shift()
+    if (waiter) waiter(socket)
+    else accepted.push(socket)
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+})
+
+afterAll(() => server?.close())
+
+const nextAccepted = () =>
+  new Promise<net.Socket>((resolve) => {
+    const socket = accepted.shift()
+    if (socket) resolve(socket)
+    else waiting.push(resolve)
+  })
+
+/** The login in C, on a socket. */
+async function inC(script: Script): Promise<Outcome> {
+  const client = clientMessages(script)
+  const socket = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1')
+  const queue = new MessageQueue(typedMessageLength(1 << 20))
+  socket.on('data', (chunk) => queue.push(chunk))
+  socket.on('error', () => {})
+  const serverSide = await nextAccepted()
+  const ended = logins.login(serverSide)
+  socket.write(
+    startupMessage([
+      ['user', USER],
+      ['database', 'db'],
+    ]),
+  )
+  expect((await queue.next()).equals(SASL_OFFER)).toBe(true)
+  socket.write(client.initial())
+  const steps = Promise.race([queue.next(), ended])
+  const second = await steps
+  if (Buffer.isBuffer(second)) socket.write(client.final(serverFirstOf(second)))
+  const result = await ended
+  socket.destroy()
+  serverSide.destroy()
+  if (result.outcome === LoginOutcome.Refused)
+    return outcomeOf(loginFailureError(result.failure, USER, result.detail), null)
+  if (result.outcome !== LoginOutcome.Authenticated) throw new Error(`ended ${result.outcome}`)
+  const authenticated = scramAuthenticated(USER, secret, result.keys, result.serverFinal)
+  return outcomeOf(authenticated, client.serverFinal())
+}
+
+describe('the login in C beside JavaScript’s', () => {
+  test('is built into the addon', () => expect(nativeLoginAvailable).toBe(true))
+
+  test.each(scripts)('$name: the same outcome', async (script) => {
+    const js = await inJavaScript(script)
+    expect(await inC(script)).toEqual(js)
+    if ('keys' in js) {
+      expect(js.keys.clientKey.equals(clientKey)).toBe(true)
+      expect(js.signed).toBe(true)
+    }
+  })
+})
+
+describe('logins in C through the proxy (session pool, the userlist’s password)', () => {
+  let db: TestDatabase
+  let proxy: TestProxy
+
+  beforeAll(async () => {
+    db = await createTestDatabase('native_login')
+    proxy = await startTestProxy({
+      pool: { mode: 'session', size: 2 },
+      auth: { file: writeUserlist() },
+      relay: 'native',
+      limits: { startupTimeoutMs: 500 },
+    })
+  })
+
+  afterAll(async () => {
+    await proxy?.close()
+    await db?.drop()
+  })
+
+  const startup = () =>
+    startupMessage([
+      ['user', 'postgres'],
+      ['database', db.name],
+    ])
+
+  /** A raw client that reads typed messages; `first` sends its startup (after any request). */
+  async function rawClient() {
+    const socket = await connectRaw(proxy.port)
+    const queue = new MessageQueue(typedMessageLength(1 << 20))
+    socket.on('data', (chunk) => queue.push(chunk))
+    return { socket, next: () => queue.next() }
+  }
+
+  /** Logs in with SCRAM and the userlist's password; `withFinal` goes with client-final. */
+  async function scram(client: Awaited<ReturnType<typeof rawClient>>, withFinal: Buffer = NOTHING) {
+    client.socket.write(startup())
+    expect((await client.next()).equals(SASL_OFFER)).toBe(true)
+    const exchange = new ScramClientExchange((salt, iterations) =>
+      deriveKeys(POOL_PASSWORD, salt, iterations),
+    )
+    client.socket.write(saslInitialResponse('SCRAM-SHA-256', exchange.first()))
+    const serverFirst = serverFirstOf(await client.next())
+    client.socket.write(Buffer.concat([saslResponse(exchange.final(serverFirst)), withFinal]))
+    const serverFinal = await client.next()
+    expect(exchange.verify(serverFinal.toString('utf8', 9))).toBe(true)
+  }
+
+  /** The types of the messages up to and including the next ReadyForQuery. */
+  async function untilReady(client: Awaited<ReturnType<typeof rawClient>>): Promise<string[]> {
+    const types: string[] = []
+    for (;;) {
+      const message = await client.next()
+      types.push(String.fromCharCode(message[0]!))
+      if (message[0] === 0x5a) return types
+    }
+  }
+
+  test('a query sent with the last SCRAM message is answered after the greeting', async () => {
+    const client = await rawClient()
+    await scram(client, query('SELECT 41 + 1'))
+    expect((await untilReady(client)).at(-2)).toBe('K') // AuthenticationOk … BackendKeyData, ReadyForQuery
+    expect(await untilReady(client)).toEqual(['T', 'D', 'C', 'Z'])
+    client.socket.destroy()
+  })
+
+  test('an SSLRequest is refused in C and the login goes on in plaintext', async () => {
+    const socket = await connectRaw(proxy.port)
+    socket.write(sslRequest())
+    const [answer] = (await once(socket, 'data')) as [Buffer]
+    expect(answer.toString()).toBe('N')
+    const queue = new MessageQueue(typedMessageLength(1 << 20))
+    socket.on('data', (chunk) => queue.push(chunk))
+    const client = { socket, next: () => queue.next() }
+    await scram(client)
+    expect((await untilReady(client)).at(-1)).toBe('Z')
+    socket.destroy()
+  })
+
+  test('bytes sent with an SSLRequest, before its answer, are refused (08P01)', async () => {
+    const socket = await connectRaw(proxy.port)
+    socket.write(Buffer.concat([sslRequest(), startupMessage([['user', 'postgres']])]))
+    const { received } = await closedWithin(socket, 5000)
+    const [error] = backendMessages(received)
+    expect(error && errorCode(error)).toBe('08P01')
+  })
+
+  test('a client that leaves during the exchange, or stalls in it, is let go', async () => {
+    const leaving = await rawClient()
+    leaving.socket.write(startup())
+    await leaving.next()
+    leaving.socket.destroy()
+    const stalling = await rawClient()
+    stalling.socket.write(startup())
+    await stalling.next()
+    // limits.startupTimeoutMs is 500: the proxy closes the stalled login.
+    await closedWithin(stalling.socket, 5000)
+    await vi.waitFor(() => expect(proxy.connectionCount()).toBe(0))
+  })
+
+  test('node-postgres and psql log in; a wrong password is 28P01', async () => {
+    const client = new pg.Client({
+      connectionString: proxy.url('postgres', db.name, POOL_PASSWORD),
+    })
+    await client.connect()
+    expect((await client.query('SELECT current_database() AS db')).rows[0].db).toBe(db.name)
+    await client.end()
+    const psql = await runCommand(pgBin('psql'), [
+      '-XAtc',
+      'SELECT 7',
+      proxy.url('postgres', db.name, POOL_PASSWORD) + '?sslmode=prefer',
+    ])
+    expect(psql.stdout.trim()).toBe('7')
+    const wrong = new pg.Client({ connectionString: proxy.url('postgres', db.name, 'wrong') })
+    await expect(wrong.connect()).rejects.toMatchObject({
+      code: '28P01',
+      message: 'password authentication failed for user "postgres"',
+    })
+  })
+})
