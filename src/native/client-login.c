@@ -273,8 +273,9 @@ static int send_continue(login_t *login) {
 static void on_password(login_t *login, const uint8_t *body, size_t n) {
   if (login->phase == INITIAL) {
     uint8_t nonce[SCRAM_SERVER_NONCE_BYTES];
-    int failure = RAND_bytes(nonce, sizeof nonce) == 1 ? scram_initial(&login->scram, body, n, nonce)
-                                                       : LOGIN_FAILURE_OUT_OF_MEMORY;
+    int failure = RAND_bytes(nonce, sizeof nonce) == 1
+                      ? scram_initial(&login->scram, body, n, nonce)
+                      : LOGIN_FAILURE_OUT_OF_MEMORY;
     if (!failure && send_continue(login) < 0) failure = LOGIN_FAILURE_OUT_OF_MEMORY;
     if (failure) return report(login, LOGIN_OUTCOME_REFUSED, NULL, failure, 0);
     login->phase = FINAL;

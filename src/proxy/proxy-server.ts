@@ -118,8 +118,8 @@ export async function startProxy(
   /**
    * What a login in C does with a startup-phase packet: check a plain pooled login whose user
    * has a SCRAM secret or a password in auth.file, and which nothing refuses before
-   * authentication, against it; refuse an encryption request pgfence does not take up; leave anything else to
-   * JavaScript (null).
+   * authentication, against it; refuse an encryption request pgfence does not take up; leave
+   * anything else to JavaScript (null).
    */
   function verifierInC(bytes: Buffer): ScramVerifier | Buffer | null {
     let packet

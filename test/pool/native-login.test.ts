@@ -299,7 +299,8 @@ describe('logins in C through the proxy (session pool, the userlist’s password
   test('a query sent with the last SCRAM message is answered after the greeting', async () => {
     const client = await rawClient()
     await scram(client, query('SELECT 41 + 1'))
-    expect((await untilReady(client)).at(-2)).toBe('K') // AuthenticationOk … BackendKeyData, ReadyForQuery
+    // AuthenticationOk, the ParameterStatus set, BackendKeyData, ReadyForQuery; then the answer.
+    expect((await untilReady(client)).at(-2)).toBe('K')
     expect(await untilReady(client)).toEqual(['T', 'D', 'C', 'Z'])
     client.socket.destroy()
   })
