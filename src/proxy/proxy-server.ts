@@ -50,6 +50,8 @@ export interface ProxyOptions extends SettingsOptions {
 }
 
 const SHUTDOWN = new PgError('57P01', 'terminating connection due to administrator command')
+const TOO_MANY_CLIENTS = new PgError('53300', 'sorry, too many clients already')
+const SHUTTING_DOWN = new PgError('57P03', 'the database system is shutting down')
 /** A pooled session logs in to no server: its login never times out (shared, never aborted). */
 const NO_LOGIN_DEADLINE = new AbortController().signal
 
@@ -115,6 +117,12 @@ export async function startProxy(
     pooling && nativeRelay && nativeLoginAvailable && (!ownTls || ownTls.native)
       ? new NativeLogins(SASL_OFFER, (packet) => verifierInC(packet))
       : null
+  /** What refuses a client as soon as its StartupMessage is read: the limit, a shutdown. */
+  function refusalBeforeLogin(): PgError | null {
+    if (connections.size > live.config.limits.maxClientConnections) return TOO_MANY_CLIENTS
+    return draining ? SHUTTING_DOWN : null
+  }
+
   /**
    * What a login in C does with a startup-phase packet: check a plain pooled login whose user
    * has a SCRAM secret or a password in auth.file, and which nothing refuses before
@@ -133,7 +141,7 @@ export async function startProxy(
       return null
     const user = packet.params.get('user')
     if (!user || packet.params.get('database') === CONSOLE_DATABASE) return null
-    if (draining || connections.size > live.config.limits.maxClientConnections) return null
+    if (refusalBeforeLogin()) return null
     const secret = pooling!.credentials.fromFile(user)
     return secret && secret.kind !== 'md5' ? verifierFor(user, secret) : null
   }
@@ -169,10 +177,8 @@ export async function startProxy(
         const request = pooling ? pooling.cancelKeys.translate(handshake.bytes) : handshake.bytes
         return request ? forwardCancel(primaryConfig(), request) : undefined
       }
-      if (connections.size > live.config.limits.maxClientConnections) {
-        throw new PgError('53300', 'sorry, too many clients already')
-      }
-      if (draining) throw new PgError('57P03', 'the database system is shutting down')
+      const refused = refusalBeforeLogin()
+      if (refused) throw refused
       const params = handshake.packet.params
       if (params.get('database') === CONSOLE_DATABASE) {
         const users = live.config.admin?.users ?? []
