@@ -3,7 +3,7 @@ import { invalidMessageLength } from '../wire/message-queue.js'
 
 /** How a client login in C ended (src/native/client-login.c reports it). */
 export const enum LoginOutcome {
-  /** Not one it takes (no SCRAM secret, TLS, a cancel request…): the bytes go to JavaScript. */
+  /** Not one it takes (TLS, an md5 entry, a cancel request…): the bytes go to JavaScript. */
   Fallback = 0,
   Authenticated = 1,
   /** A wrong password or a broken exchange: a LoginFailure says which. */

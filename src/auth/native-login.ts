@@ -14,8 +14,8 @@ import type { Secret } from './secret.js'
  * A client's login in C (src/native/client-login.c): the StartupMessage and the SCRAM exchange
  * are read and answered there, on the event loop, and JavaScript is called to choose the
  * verifier and once the client has authenticated. A login C does not take (TLS, a cancel
- * request, a user without a SCRAM secret in the userlist…) comes back with the bytes read, for
- * the JavaScript startup to go on from.
+ * request, a user with no SCRAM secret or password in the userlist…) comes back with the bytes
+ * read, for the JavaScript startup to go on from.
  */
 
 type Logins = { readonly brand: unique symbol }
