@@ -1,8 +1,6 @@
-import type net from 'node:net'
 import { nativeAddon } from '../native-addon.js'
 import { LoginFailure, LoginOutcome, loginFailureError } from './login-codes.js'
 import { serverFirstSuffix, type ScramKeys, type ScramVerifier } from './scram.js'
-import { descriptorOf } from '../net/socket-handle.js'
 import { decodeStartupPacket } from '../wire/startup-packet.js'
 import type { ClientConnection } from '../client/client-connection.js'
 import type { Handshake } from '../client/startup-handshake.js'
@@ -107,22 +105,22 @@ export class NativeLogins {
   }
 
   /**
-   * Runs a client's login on the socket's descriptor; the socket must not be reading. Resolves
-   * with how it ended; a socket closed meanwhile (a startup timeout, a shutdown) ends it Closed.
+   * Runs a client's login on the connection's descriptor, which nothing else may read meanwhile.
+   * Resolves with how it ended; a connection closed meanwhile (a startup timeout, a shutdown)
+   * ends it Closed.
    */
-  login(socket: net.Socket): Promise<NativeLoginResult> {
-    const fd = descriptorOf(socket)
+  login(connection: ClientConnection): Promise<NativeLoginResult> {
+    const fd = connection.descriptor()
     if (fd === null) return Promise.resolve({ outcome: LoginOutcome.Closed })
     return new Promise((resolve) => {
-      const onClose = () => {
-        addon!.loginClose(login)
-        resolve({ outcome: LoginOutcome.Closed })
-      }
       const login = addon!.loginStart(this.logins, fd, (...args) => {
-        socket.off('close', onClose)
+        stopWatching()
         resolve(result(...args))
       })
-      socket.once('close', onClose)
+      const stopWatching = connection.onClose(() => {
+        addon!.loginClose(login)
+        resolve({ outcome: LoginOutcome.Closed })
+      })
     })
   }
 }

@@ -1,6 +1,8 @@
 import net from 'node:net'
 import type tls from 'node:tls'
+import { writeSync } from 'node:fs'
 import { ReadBufferPool, returnReadBuffer } from '../wire/read-buffer-pool.js'
+import { descriptorOf } from '../net/socket-handle.js'
 
 /**
  * Takes a client's incoming bytes. The chunk may be a view of a read buffer that is reused for
@@ -12,44 +14,52 @@ export type BytesReceiver = (chunk: Buffer) => boolean
 /** Client messages are small; a large COPY streams through in pieces of this size. */
 const readBuffers = new ReadBufferPool(16 * 1024, 64)
 
-/** A client socket whose bytes go to whichever phase owns it now: startup, then the session. */
+/** What Node's accepting handle gives for a client: its TCP (or pipe) handle, no socket yet. */
+interface AcceptedHandle {
+  fd: number
+  setNoDelay?(enable: boolean): number
+  getpeername?(out: { address?: string; port?: number }): number
+  close(callback: () => void): void
+}
+
+/**
+ * A client connection whose bytes go to whichever phase owns it now: startup, then the session.
+ * One accepted for a login in C has no Node socket until JavaScript must read or write through
+ * one (`socket`): a pooled session the native relay carries from the login on never needs it,
+ * and spares the socket's making and closing.
+ */
 export class ClientConnection {
   private receiver: BytesReceiver = () => false
   private stopDataEvents: (() => void) | null = null
+  private own: net.Socket | tls.TLSSocket | null
+  /** The accepted handle, while no socket was made on it. */
+  private handle: AcceptedHandle | null = null
+  private handleClosed = false
+  private readonly closeListeners = new Set<() => void>()
+  private readonly errorListeners: ((err: Error) => void)[] = []
 
-  constructor(readonly socket: net.Socket | tls.TLSSocket) {}
+  private constructor(socket: net.Socket | tls.TLSSocket | null) {
+    this.own = socket
+    socket?.once('close', () => this.notifyClosed())
+  }
 
   /**
    * A client socket on an accepted handle or a descriptor (the plaintext end of a TLS channel
    * in the addon) that reads into one buffer of its own (Node's `onread`, from a pool; see
    * ReadBufferPool), which skips the stream machinery and an allocation on every read.
    */
-  static readingIntoBuffer(
-    source: { handle: unknown } | { fd: number },
-    /** The socket starts reading when resumed (the login in C reads its descriptor first). */
-    manualStart = false,
-  ): ClientConnection {
-    const buffer = readBuffers.take()
-    // Whether the last chunk read is still referenced (see BytesReceiver).
-    let held = false
-    const socket: net.Socket = new net.Socket({
-      ...source,
-      readable: true,
-      writable: true,
-      manualStart,
-      onread: {
-        buffer,
-        callback: (length: number, bytes: Uint8Array) => {
-          held = !connection.receive(Buffer.from(bytes.buffer, bytes.byteOffset, length))
-          return !held
-        },
-      },
-    } as unknown as net.SocketConstructorOpts)
-    readBuffers.lend(socket, buffer)
-    // A socket that reads no more frees its buffer for the next client, unless a write still
-    // holds its last chunk (a socket the native relay took has given it back already).
-    socket.once('close', () => held || returnReadBuffer(socket))
-    const connection = new ClientConnection(socket)
+  static readingIntoBuffer(source: { handle: unknown } | { fd: number }): ClientConnection {
+    const connection = new ClientConnection(null)
+    connection.own = connection.readingSocket(source, false)
+    connection.own.once('close', () => connection.notifyClosed())
+    return connection
+  }
+
+  /** A client on an accepted handle with no socket yet: one is made, not reading, when needed. */
+  static onHandle(handle: AcceptedHandle): ClientConnection {
+    const connection = new ClientConnection(null)
+    connection.handle = handle
+    handle.setNoDelay?.(true)
     return connection
   }
 
@@ -62,6 +72,94 @@ export class ClientConnection {
     socket.on('data', onData)
     connection.stopDataEvents = () => socket.off('data', onData)
     return connection
+  }
+
+  /**
+   * The client's Node socket, made on first use for a connection accepted without one (it reads
+   * once resumed). A connection closed before that gets a socket destroyed already.
+   */
+  get socket(): net.Socket | tls.TLSSocket {
+    if (this.own) return this.own
+    const handle = this.handle
+    this.handle = null
+    const socket = handle && !this.handleClosed ? this.readingSocket({ handle }, true) : null
+    this.own = socket ?? new net.Socket()
+    for (const listener of this.errorListeners) this.own.on('error', listener)
+    if (socket) socket.once('close', () => this.notifyClosed())
+    else this.own.destroy()
+    return this.own
+  }
+
+  /** The client's Node socket, or while it has none its descriptor (-1 once closed). */
+  socketOrDescriptor(): net.Socket | number {
+    return this.own ?? (this.handleClosed ? -1 : this.handle!.fd)
+  }
+
+  /** The descriptor the client's bytes arrive on, or null when it has none (closed). */
+  descriptor(): number | null {
+    const target = this.socketOrDescriptor()
+    if (typeof target !== 'number') return descriptorOf(target)
+    return target >= 0 ? target : null
+  }
+
+  /** The client's address, or 'unix socket' for a Unix-domain client. */
+  peer(): string {
+    if (this.own) {
+      const { remoteAddress, remotePort } = this.own
+      return remoteAddress ? `${remoteAddress}:${remotePort}` : 'unix socket'
+    }
+    const out: { address?: string; port?: number } = {}
+    this.handle?.getpeername?.(out)
+    return out.address ? `${out.address}:${out.port}` : 'unix socket'
+  }
+
+  get closed(): boolean {
+    return this.own ? this.own.destroyed : this.handleClosed
+  }
+
+  /** Whether bytes written now would still go out (neither ended nor closed). */
+  get writable(): boolean {
+    return this.own ? this.own.writable : !this.handleClosed
+  }
+
+  /** Calls `listener` once the connection has closed; returns a function that takes it off. */
+  onClose(listener: () => void): () => void {
+    this.closeListeners.add(listener)
+    return () => this.closeListeners.delete(listener)
+  }
+
+  onError(listener: (err: Error) => void): void {
+    if (this.own) this.own.on('error', listener)
+    else this.errorListeners.push(listener)
+  }
+
+  /**
+   * Writes to the client. Without a socket the bytes go straight to the descriptor; what the
+   * kernel does not take at once (a client that reads nothing) goes through a socket made then.
+   */
+  write(bytes: Buffer): void {
+    if (this.own || this.handleClosed) return void this.socket.write(bytes)
+    let written = 0
+    try {
+      written = writeSync(this.handle!.fd, bytes)
+    } catch (err) {
+      // EAGAIN: the socket below queues it all; anything else: the client is gone.
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') return this.destroy()
+    }
+    if (written < bytes.length) this.socket.write(bytes.subarray(written))
+  }
+
+  /** Closes once what was written has gone out. */
+  end(): void {
+    if (!this.own) return this.closeHandle()
+    this.own.end()
+    this.own.destroySoon()
+  }
+
+  /** Closes now. */
+  destroy(): void {
+    if (this.own) this.own.destroy()
+    else this.closeHandle()
   }
 
   receive(chunk: Buffer): boolean {
@@ -77,22 +175,61 @@ export class ClientConnection {
     this.stopDataEvents?.()
     this.socket.pause()
   }
+
+  private closeHandle(): void {
+    if (this.handleClosed) return
+    this.handleClosed = true
+    this.handle!.close(() => this.notifyClosed())
+    this.handle = null
+  }
+
+  private notifyClosed(): void {
+    for (const listener of this.closeListeners) listener()
+    this.closeListeners.clear()
+  }
+
+  private readingSocket(
+    source: { handle: unknown } | { fd: number },
+    manualStart: boolean,
+  ): net.Socket {
+    const buffer = readBuffers.take()
+    // Whether the last chunk read is still referenced (see BytesReceiver).
+    let held = false
+    const socket: net.Socket = new net.Socket({
+      ...source,
+      readable: true,
+      writable: true,
+      manualStart,
+      onread: {
+        buffer,
+        callback: (length: number, bytes: Uint8Array) => {
+          held = !this.receive(Buffer.from(bytes.buffer, bytes.byteOffset, length))
+          return !held
+        },
+      },
+    } as unknown as net.SocketConstructorOpts)
+    readBuffers.lend(socket, buffer)
+    // A socket that reads no more frees its buffer for the next client, unless a write still
+    // holds its last chunk (a socket the native relay took has given it back already).
+    socket.once('close', () => held || returnReadBuffer(socket))
+    return socket
+  }
 }
 
-type AcceptHandle = { onconnection?: (err: number, handle: unknown) => void }
+type AcceptHandle = { onconnection?: (err: number, handle: AcceptedHandle) => void }
 
 /**
  * Accepts clients. With `reuseReadBuffers`, each client socket reads into a buffer of its own
  * (ClientConnection.readingIntoBuffer): the accepting handle's connection callback is taken
  * over to build the socket with that option, since `net.Server` offers none. Falls back to
- * ordinary sockets if that callback is absent. `manualStart` (with `reuseReadBuffers`): the
- * sockets read nothing until resumed.
+ * ordinary sockets if that callback is absent. `onHandle` (with `reuseReadBuffers`): no socket
+ * is made until one is needed (ClientConnection.onHandle), for a login in C to read first.
  */
 export function acceptClients(
   server: net.Server,
   reuseReadBuffers: boolean,
   onClient: (connection: ClientConnection, started: boolean) => void,
-  manualStart = false,
+  onHandle = false,
 ): void {
   const handle = (server as unknown as { _handle?: AcceptHandle })._handle
   if (!reuseReadBuffers || typeof handle?.onconnection !== 'function') {
@@ -104,8 +241,9 @@ export function acceptClients(
   }
   handle.onconnection = (err, clientHandle) => {
     if (err) return server.emit('error', new Error(`accept failed (${err})`))
-    const connection = ClientConnection.readingIntoBuffer({ handle: clientHandle }, manualStart)
+    if (onHandle) return onClient(ClientConnection.onHandle(clientHandle), false)
+    const connection = ClientConnection.readingIntoBuffer({ handle: clientHandle })
     connection.socket.setNoDelay(true)
-    onClient(connection, !manualStart)
+    onClient(connection, true)
   }
 }

@@ -1,6 +1,7 @@
 import type net from 'node:net'
 import type { TcpKeepaliveConfig } from '../config/schema.js'
 import { nativeAddon } from '../native-addon.js'
+import { descriptorOf } from './socket-handle.js'
 
 type SetKeepalive = (fd: number, idleMs: number, intervalMs: number, count: number) => boolean
 
@@ -8,20 +9,15 @@ type SetKeepalive = (fd: number, idleMs: number, intervalMs: number, count: numb
 const setKeepalive = (nativeAddon?.setKeepalive as SetKeepalive | undefined) ?? null
 
 /**
- * Turns keepalive probes on for a connected TCP socket, so that a peer that vanished without a
- * FIN or RST (a black hole, a dead host) is noticed. The native addon sets all four options;
- * without it Node sets only the idle time (the kernel's defaults stand for interval and count).
+ * Turns keepalive probes on for a connected TCP socket (or its descriptor), so that a peer that
+ * vanished without a FIN or RST (a black hole, a dead host) is noticed. The native addon sets
+ * all four options; without it Node sets only the idle time on a socket (the kernel's defaults
+ * stand for interval and count).
  */
-export function applyKeepalive(socket: net.Socket, keepalive: TcpKeepaliveConfig): void {
+export function applyKeepalive(target: net.Socket | number, keepalive: TcpKeepaliveConfig): void {
   if (!keepalive.enabled) return
-  const fd = (socket as unknown as { _handle?: { fd?: number } })._handle?.fd
+  const fd = typeof target === 'number' ? target : descriptorOf(target)
   const { idleMs, intervalMs, count } = keepalive
-  if (
-    setKeepalive &&
-    typeof fd === 'number' &&
-    fd >= 0 &&
-    setKeepalive(fd, idleMs, intervalMs, count)
-  )
-    return
-  socket.setKeepAlive(true, idleMs)
+  if (setKeepalive && fd !== null && fd >= 0 && setKeepalive(fd, idleMs, intervalMs, count)) return
+  if (typeof target !== 'number') target.setKeepAlive(true, idleMs)
 }

@@ -152,28 +152,28 @@ export async function startProxy(
     /** The socket reads: no login in C runs first. */
     started: boolean,
   ): Promise<void> {
-    const raw = accepted.socket
     const startupTimer = setTimeout(() => {
       conn.log().info('startup not completed in time')
-      raw.destroy()
+      accepted.destroy()
     }, live.config.limits.startupTimeoutMs)
     // A client gone during startup (TLS included) needs no timer.
-    raw.once('close', () => clearTimeout(startupTimer))
-    let client: net.Socket = raw
+    accepted.onClose(() => clearTimeout(startupTimer))
+    /** The client's TLS socket, once it has one. */
+    let secure: net.Socket | null = null
     let login: UpstreamLogin | undefined
     try {
-      const onEncrypted = (secure: net.Socket) => (client = secure)
+      const onEncrypted = (socket: net.Socket) => (secure = socket)
       const { handshake, login: authenticated } = started
         ? { handshake: await runStartupHandshake(accepted, ownTls?.start, onEncrypted) }
         : await startupAfterNativeLogin(
             accepted,
-            await nativeLogins!.login(raw),
+            await nativeLogins!.login(accepted),
             (received) => runStartupHandshake(accepted, ownTls?.start, onEncrypted, received),
             (user) => pooling!.credentials.fromFile(user),
           )
       if (handshake.kind === 'cancel') {
         clearTimeout(startupTimer)
-        raw.destroy()
+        accepted.destroy()
         const request = pooling ? pooling.cancelKeys.translate(handshake.bytes) : handshake.bytes
         return request ? forwardCancel(primaryConfig(), request) : undefined
       }
@@ -186,6 +186,7 @@ export async function startProxy(
         return await openConsole(login, handshake, users, commands, {
           onOpen: () => {
             clearTimeout(startupTimer)
+            const raw = accepted.socket
             registry.consoles.add(raw)
             raw.once('close', () => registry.consoles.delete(raw))
           },
@@ -284,7 +285,7 @@ export async function startProxy(
         },
         (socket) => socket.destroy(),
       )
-      if (raw.destroyed) return void server.destroy()
+      if (accepted.closed) return void server.destroy()
       const session = (relay.session = new ProxySession(handshake.connection, server, {
         settings: sessionSettings,
         loginQuery: nameCheck,
@@ -307,7 +308,7 @@ export async function startProxy(
     } catch (err) {
       clearTimeout(startupTimer)
       login?.done()
-      refuse(client, err, conn.log())
+      refuse(accepted, secure, err, conn.log())
     }
   }
 
@@ -319,15 +320,14 @@ export async function startProxy(
       server,
       reuseReadBuffers,
       (connection, started) => {
-        const raw = connection.socket
-        applyKeepalive(raw, live.config.tcpKeepalive)
+        applyKeepalive(connection.socketOrDescriptor(), live.config.tcpKeepalive)
         const id = ++nextId
-        const peer = peerOf(raw)
+        const peer = connection.peer()
         let log: Logger | undefined
         const conn = { id, peer, log: () => (log ??= logger.child({ conn: id, peer })) }
-        connections.add(raw)
-        raw.on('close', () => connections.delete(raw))
-        raw.on('error', (err) => conn.log().debug({ err: err.message }, 'client socket error'))
+        connections.add(connection)
+        connection.onClose(() => connections.delete(connection))
+        connection.onError((err) => conn.log().debug({ err: err.message }, 'client socket error'))
         void serve(connection, conn, started)
       },
       nativeLogins !== null,
@@ -394,25 +394,27 @@ interface AcceptedClient {
   log(): Logger
 }
 
-/** The client's address, or the listener's socket path for a Unix-domain client. */
-const peerOf = (socket: net.Socket): string =>
-  socket.remoteAddress ? `${socket.remoteAddress}:${socket.remotePort}` : 'unix socket'
-
-/** Answers a failed startup with an ErrorResponse when there is one to give, then closes. */
-function refuse(client: net.Socket, err: unknown, log: Logger): void {
-  if (err instanceof PgError) {
-    log.info({ code: err.code, reason: err.message }, 'connection refused')
-    if (!client.destroyed) client.end(err.encode())
-    client.destroySoon()
-  } else {
+/**
+ * Answers a failed startup with an ErrorResponse when there is one to give, then closes: over
+ * the client's TLS socket when it has one.
+ */
+function refuse(client: ClientConnection, secure: net.Socket | null, err: unknown, log: Logger) {
+  if (!(err instanceof PgError)) {
     log.debug({ err: (err as Error).message }, 'connection closed during startup')
-    client.destroy()
+    return secure ? secure.destroy() : client.destroy()
   }
+  log.info({ code: err.code, reason: err.message }, 'connection refused')
+  if (secure) {
+    if (!secure.destroyed) secure.end(err.encode())
+    return void secure.destroySoon()
+  }
+  if (client.writable) client.write(err.encode())
+  client.end()
 }
 
 async function drain(
   listeners: Listeners,
-  connections: Set<net.Socket>,
+  connections: Set<ClientConnection>,
   sessions: Set<RegisteredSession>,
   timeoutMs: number,
   logger: Logger,

@@ -119,26 +119,28 @@ export type SessionRelayOptions = Omit<
 
 /**
  * Moves a session's two sockets to the native relay, their reads stopped, when both can go
- * (plainDescriptor); null when they cannot. `serverReadsAgain`: the server socket outlives the
- * relay (a pooled connection) and keeps its read buffer; so does the client's with
- * `clientReadsAgain` (a transaction-mode session takes it back between transactions).
+ * (plainDescriptor); null when they cannot. The client may be a descriptor that no socket reads
+ * (a client accepted for a login in C that never needed one). `serverReadsAgain`: the server
+ * socket outlives the relay (a pooled connection) and keeps its read buffer; so does the
+ * client's with `clientReadsAgain` (a transaction-mode session takes it back between
+ * transactions).
  */
 export function relaySession(
-  client: net.Socket,
+  client: net.Socket | number,
   server: net.Socket,
   options: SessionRelayOptions,
   { clientReadsAgain = false, serverReadsAgain = false } = {},
 ): NativeRelay | null {
   if (!nativeRelayModule) return null
-  const clientFd = plainDescriptor(client)
+  const clientFd = typeof client === 'number' ? client : plainDescriptor(client)
   const serverFd = plainDescriptor(server)
-  if (clientFd === null || serverFd === null) return null
-  stopReading(client, !clientReadsAgain)
+  if (clientFd === null || clientFd < 0 || serverFd === null) return null
+  if (typeof client !== 'number') stopReading(client, !clientReadsAgain)
   stopReading(server, !serverReadsAgain)
   return nativeRelayModule.relay(clientFd, serverFd, {
     ...options,
     frontendTypes: FRONTEND_TYPE_CHARS,
-    clientTls: nativeTlsChannel(client),
+    clientTls: typeof client === 'number' ? undefined : nativeTlsChannel(client),
     serverTls: nativeTlsChannel(server),
   })
 }

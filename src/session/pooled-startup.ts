@@ -71,14 +71,13 @@ export async function startPooledClient(
   const user = params.get('user')!
   const database = params.get('database') || user
   const settings = startupSettings(params)
-  const socket = connection.socket
   const login =
     done ?? (await authenticateConnection(connection, user, database, context.credentials))
   authenticated()
   const pool = context.pools.get(database, user)
   pool.useCredentials(login.credentials)
   const server = await pool.checkout()
-  if (socket.destroyed) {
+  if (connection.closed) {
     pool.checkin(server)
     throw new Error('client left while waiting for a server connection')
   }
@@ -95,7 +94,7 @@ export async function startPooledClient(
   const held = { server: keepServer ? server : null }
   const cancelKey = context.cancelKeys.issue(() => held.server?.backendKey ?? null)
   // Greeted first: the settings' round trip to the server overlaps the client's next one.
-  socket.write(greeting(login.answer, statuses.encoded, cancelKey))
+  connection.write(greeting(login.answer, statuses.encoded, cancelKey))
   const pooled = { pool, server, held, settings, cancelKey, leftover: login.leftover }
   if (!keepServer) {
     pool.checkin(server)

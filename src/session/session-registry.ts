@@ -1,4 +1,5 @@
 import type net from 'node:net'
+import type { ClientConnection } from '../client/client-connection.js'
 import type { PgError } from '../wire/error-response.js'
 import type { SessionState } from './session.js'
 import type { TimedSession } from './session-timeouts.js'
@@ -30,8 +31,8 @@ export interface SessionEntry {
  * from them (computed when asked, never on the data path).
  */
 export class SessionRegistry {
-  /** Every client socket, from accept to close. */
-  readonly connections = new Set<net.Socket>()
+  /** Every client connection, from accept to close. */
+  readonly connections = new Set<ClientConnection>()
   readonly sessions = new Map<RegisteredSession, SessionEntry>()
   /** Client sockets that use the admin console. */
   readonly consoles = new Set<net.Socket>()

@@ -95,7 +95,6 @@ export class ProxySession {
   private clientPaused = false
   /** Pieces framed out of one client chunk, sent together. */
   private readonly outgoing: Buffer[] = []
-  private readonly client: ClientConnection['socket']
   /** The client said goodbye (Terminate): the server closing next is expected. */
   private terminating = false
   private ready = false
@@ -122,7 +121,6 @@ export class ProxySession {
     private readonly upstream: UpstreamSocket,
     private readonly options: SessionOptions,
   ) {
-    this.client = connection.socket
     this.closed = new Promise((resolve) => (this.markClosed = resolve))
     this.maintenance = new MaintenanceLog(options.logger, options.startupParams)
     this.framer = new MessageFramer(
@@ -168,14 +166,21 @@ export class ProxySession {
     if (!this.options.nativeRelay || !this.handOver()) this.client.resume()
   }
 
+  /**
+   * The client's socket, for JavaScript's own relaying: a client the native relay carries from
+   * its login in C on never needs one (ClientConnection).
+   */
+  private get client(): ClientConnection['socket'] {
+    return this.connection.socket
+  }
+
   private listen(): void {
-    const { client, upstream } = this
+    const { connection, upstream } = this
     upstream.setNoDelay?.(true)
-    client.setNoDelay?.(true)
-    this.connection.setReceiver((chunk) => this.fromClient(chunk))
-    client.on('close', () => this.finish())
+    connection.setReceiver((chunk) => this.fromClient(chunk))
+    connection.onClose(() => this.finish())
     upstream.on('close', this.onUpstreamClose)
-    client.on('error', (err) =>
+    connection.onError((err) =>
       this.options.logger.debug({ err: err.message }, 'client socket error'),
     )
     upstream.on('error', this.onUpstreamError)
@@ -188,7 +193,7 @@ export class ProxySession {
   /** Closes both sides now (shutdown timeout, startup timeout). */
   terminate(error?: PgError): void {
     const atBoundary = this.native ? this.stopNative() : this.scanner.atBoundary()
-    if (error && atBoundary && this.client.writable) this.client.write(error.encode())
+    if (error && atBoundary && this.connection.writable) this.connection.write(error.encode())
     this.finish()
   }
 
@@ -352,7 +357,7 @@ export class ProxySession {
   private handOver(): boolean {
     if (!this.framer.atBoundary() || !this.scanner.atBoundary()) return false
     this.native = relaySession(
-      this.client,
+      this.connection.socketOrDescriptor(),
       this.upstream,
       {
         ...this.nativeSettings(),
@@ -401,7 +406,7 @@ export class ProxySession {
     this.requests.resume(progress)
     const { toClient, toServer, serverAtBoundary } = this.native!.stop()
     this.native = null
-    if (toClient.length > 0) this.client.write(toClient)
+    if (toClient.length > 0) this.connection.write(toClient)
     if (toServer.length > 0) this.upstream.write(toServer)
     return serverAtBoundary
   }
@@ -508,10 +513,9 @@ export class ProxySession {
     this.ended = true
     const wasNative = this.native !== null
     if (this.native) this.stopNative()
-    this.client.end()
+    this.connection.end()
     if (this.options.pooled) this.returnUpstream(wasNative)
     else this.upstream.destroy()
-    this.client.destroySoon()
     this.markClosed()
   }
 }

@@ -4,8 +4,9 @@ import { execFileSync } from 'node:child_process'
 import { closeSync, constants, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, beforeEach, expect, test } from 'vitest'
+import { afterEach, beforeEach, describe, expect, test } from 'vitest'
 import { acceptClients, ClientConnection } from '../../src/client/client-connection.js'
+import { listenForHandles, type HandleServer } from '../support/handle-server.js'
 
 let server: net.Server
 /** Takes the next client accepted. */
@@ -86,4 +87,57 @@ test('a client on a descriptor reads into a pooled buffer, and gives it back at 
   const first = await readThroughDescriptor()
   expect(await readThroughDescriptor()).toBe(first)
   expect(await readInto(false)).toBe(first)
+})
+
+describe('a client accepted with no socket (for a login in C)', () => {
+  let handles: HandleServer
+
+  beforeEach(async () => (handles = await listenForHandles()))
+  afterEach(() => handles.close())
+
+  /** A client and the proxy's side of it. */
+  async function connect(): Promise<{ client: net.Socket; connection: ClientConnection }> {
+    const client = net.connect(handles.port, '127.0.0.1')
+    return { client, connection: await handles.next() }
+  }
+
+  test('writes and closes on its descriptor, and tells who listens that it closed', async () => {
+    const { client, connection } = await connect()
+    const received: Buffer[] = []
+    client.on('data', (chunk: Buffer) => received.push(chunk))
+    const clientEnded = once(client, 'end')
+    const closed = new Promise<void>((resolve) => connection.onClose(resolve))
+    expect(connection.descriptor()).toBeGreaterThanOrEqual(0)
+    expect(connection.peer()).toBe(`127.0.0.1:${client.localPort}`)
+    connection.write(Buffer.from('greeting'))
+    connection.end()
+    expect(connection.writable).toBe(false)
+    await closed
+    await clientEnded
+    expect(Buffer.concat(received).toString()).toBe('greeting')
+    expect(connection.descriptor()).toBeNull()
+    client.destroy()
+  })
+
+  test('makes its socket when first asked, which reads what the client sent before', async () => {
+    const { client, connection } = await connect()
+    client.write('early')
+    const chunk = new Promise<string>((resolve) =>
+      connection.setReceiver((bytes) => (resolve(bytes.toString()), true)),
+    )
+    connection.socket.resume()
+    expect(await chunk).toBe('early')
+    const closed = new Promise<void>((resolve) => connection.onClose(resolve))
+    client.end()
+    connection.end()
+    await closed
+    expect(connection.closed).toBe(true)
+  })
+
+  test('a connection closed before its socket was made gets a closed one', async () => {
+    const { client, connection } = await connect()
+    connection.destroy()
+    expect(connection.socket.destroyed).toBe(true)
+    client.destroy()
+  })
 })

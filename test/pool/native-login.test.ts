@@ -4,6 +4,7 @@ import { createHash, createHmac } from 'node:crypto'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
 import { NativeLogins, nativeLoginAvailable } from '../../src/auth/native-login.js'
+import { listenForHandles, type HandleServer } from '../support/handle-server.js'
 import {
   authenticateClient,
   SASL_OFFER,
@@ -171,39 +172,24 @@ async function inJavaScript(script: Script): Promise<Outcome> {
   return outcomeOf(result, client.serverFinal())
 }
 
-let server: net.Server
+let server: HandleServer
 let logins: NativeLogins
-const accepted: net.Socket[] = []
-const waiting: ((socket: net.Socket) => void)[] = []
 
 beforeAll(async () => {
   logins = new NativeLogins(SASL_OFFER, () => verifier)
-  server = net.createServer({ pauseOnConnect: true }, (socket) => {
-    const waiter = waiting.shift()
-    if (waiter) waiter(socket)
-    else accepted.push(socket)
-  })
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
+  server = await listenForHandles()
 })
 
 afterAll(() => server?.close())
 
-const nextAccepted = () =>
-  new Promise<net.Socket>((resolve) => {
-    const socket = accepted.shift()
-    if (socket) resolve(socket)
-    else waiting.push(resolve)
-  })
-
 /** The login in C, on a socket. */
 async function inC(script: Script): Promise<Outcome> {
   const client = clientMessages(script)
-  const socket = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1')
+  const socket = net.connect(server.port, '127.0.0.1')
   const queue = new MessageQueue(typedMessageLength(1 << 20))
   socket.on('data', (chunk) => queue.push(chunk))
   socket.on('error', () => {})
-  const serverSide = await nextAccepted()
+  const serverSide = await server.next()
   const ended = logins.login(serverSide)
   socket.write(
     startupMessage([
