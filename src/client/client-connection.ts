@@ -3,6 +3,7 @@ import type tls from 'node:tls'
 import { writeSync } from 'node:fs'
 import { ReadBufferPool, returnReadBuffer } from '../wire/read-buffer-pool.js'
 import { descriptorOf } from '../net/socket-handle.js'
+import { listenerOptionsInherited, noDelayForAccepted } from '../net/listener-options.js'
 
 /**
  * Takes a client's incoming bytes. The chunk may be a view of a read buffer that is reused for
@@ -59,7 +60,7 @@ export class ClientConnection {
   static onHandle(handle: AcceptedHandle): ClientConnection {
     const connection = new ClientConnection(null)
     connection.handle = handle
-    handle.setNoDelay?.(true)
+    if (!listenerOptionsInherited) handle.setNoDelay?.(true)
     return connection
   }
 
@@ -232,9 +233,11 @@ export function acceptClients(
   onHandle = false,
 ): void {
   const handle = (server as unknown as { _handle?: AcceptHandle })._handle
+  noDelayForAccepted(server)
+  const perClient = !listenerOptionsInherited
   if (!reuseReadBuffers || typeof handle?.onconnection !== 'function') {
     server.on('connection', (socket) => {
-      socket.setNoDelay(true)
+      if (perClient) socket.setNoDelay(true)
       onClient(ClientConnection.fromDataEvents(socket), true)
     })
     return
@@ -243,7 +246,7 @@ export function acceptClients(
     if (err) return server.emit('error', new Error(`accept failed (${err})`))
     if (onHandle) return onClient(ClientConnection.onHandle(clientHandle), false)
     const connection = ClientConnection.readingIntoBuffer({ handle: clientHandle })
-    connection.socket.setNoDelay(true)
+    if (perClient) connection.socket.setNoDelay(true)
     onClient(connection, true)
   }
 }

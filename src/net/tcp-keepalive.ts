@@ -8,6 +8,14 @@ type SetKeepalive = (fd: number, idleMs: number, intervalMs: number, count: numb
 /** The compiled addon's setsockopt for the probe interval and count, which Node does not offer. */
 const setKeepalive = (nativeAddon?.setKeepalive as SetKeepalive | undefined) ?? null
 
+/** Sets all four keepalive options on a TCP descriptor with the addon; false without it. */
+export function keepaliveOnDescriptor(fd: number | null, keepalive: TcpKeepaliveConfig): boolean {
+  const { idleMs, intervalMs, count } = keepalive
+  return (
+    setKeepalive !== null && fd !== null && fd >= 0 && setKeepalive(fd, idleMs, intervalMs, count)
+  )
+}
+
 /**
  * Turns keepalive probes on for a connected TCP socket (or its descriptor), so that a peer that
  * vanished without a FIN or RST (a black hole, a dead host) is noticed. The native addon sets
@@ -16,8 +24,7 @@ const setKeepalive = (nativeAddon?.setKeepalive as SetKeepalive | undefined) ?? 
  */
 export function applyKeepalive(target: net.Socket | number, keepalive: TcpKeepaliveConfig): void {
   if (!keepalive.enabled) return
-  const fd = typeof target === 'number' ? target : descriptorOf(target)
-  const { idleMs, intervalMs, count } = keepalive
-  if (setKeepalive && fd !== null && fd >= 0 && setKeepalive(fd, idleMs, intervalMs, count)) return
-  if (typeof target !== 'number') target.setKeepAlive(true, idleMs)
+  if (keepaliveOnDescriptor(typeof target === 'number' ? target : descriptorOf(target), keepalive))
+    return
+  if (typeof target !== 'number') target.setKeepAlive(true, keepalive.idleMs)
 }

@@ -14,6 +14,7 @@ import { acceptClients, type ClientConnection } from '../client/client-connectio
 import { connectUpstream } from '../server/upstream-connector.js'
 import { cancelBackend, forwardCancel } from '../server/cancel-forwarder.js'
 import { applyKeepalive } from '../net/tcp-keepalive.js'
+import { keepaliveForAccepted, listenerOptionsInherited } from '../net/listener-options.js'
 import { UpstreamLogin } from '../server/upstream-login.js'
 import { PgError } from '../wire/error-response.js'
 import { ProxySession } from '../session/session.js'
@@ -313,6 +314,11 @@ export async function startProxy(
   }
 
   const listeners = await listenAll(config.listen, logger)
+  const keepaliveForClients = (keepalive: Config['tcpKeepalive']) => {
+    for (const server of listeners.servers) keepaliveForAccepted(server, keepalive)
+  }
+  keepaliveForClients(config.tcpKeepalive)
+  live.onReload((next) => () => keepaliveForClients(next.tcpKeepalive))
   for (const server of listeners.servers) {
     // Node's TLS reads from the socket itself, so its sockets keep Node's own reads.
     const reuseReadBuffers = !ownTls || ownTls.native
@@ -320,7 +326,8 @@ export async function startProxy(
       server,
       reuseReadBuffers,
       (connection, started) => {
-        applyKeepalive(connection.socketOrDescriptor(), live.config.tcpKeepalive)
+        if (!listenerOptionsInherited)
+          applyKeepalive(connection.socketOrDescriptor(), live.config.tcpKeepalive)
         const id = ++nextId
         const peer = connection.peer()
         let log: Logger | undefined

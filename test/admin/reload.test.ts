@@ -1,3 +1,5 @@
+import net from 'node:net'
+import { once } from 'node:events'
 import { writeFileSync } from 'node:fs'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -5,6 +7,7 @@ import { stringify } from 'yaml'
 import { capturingLogger } from '../fencing-e2e/support.js'
 import { fencingConfig, installFencing, sqlstateOf } from '../fence/support.js'
 import { waitFor } from '../e2e/support/wait.js'
+import { keepaliveTimers } from '../support/keepalive-timers.js'
 import {
   createTestDatabase,
   maintenanceSession,
@@ -138,6 +141,20 @@ describe('a session pool of 3 reloaded to 1, then to 2', () => {
     expect(await sqlstateOf(next.query('SELECT 1'))).toBe('ok')
     expect(await watch(proxy)).toMatchObject({ sv_active: '1', cl_waiting: '0' })
     expect(mostActive).toBe(1)
+  })
+
+  test('a client accepted after the reload gets the new keepalive idle time', async () => {
+    const socket = net.connect(proxy.port, '127.0.0.1')
+    await once(socket, 'connect')
+    const filter = `sport = :${proxy.port} and dport = :${socket.localPort}`
+    let timers: (number | null)[] = []
+    await waitFor(() => (timers = keepaliveTimers(filter)).length === 1 && timers[0] !== null, {
+      what: "the proxy's keepalive timer on the client",
+    })
+    socket.destroy()
+    // 30 s before the reload (the default), 60 s after.
+    expect(timers[0]!).toBeGreaterThan(30)
+    expect(timers[0]!).toBeLessThanOrEqual(60)
   })
 
   test('SHOW CONFIG shows the values in force; the kept pool.mode is logged by name', async () => {

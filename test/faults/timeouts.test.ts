@@ -1,10 +1,10 @@
-import { execFileSync } from 'node:child_process'
 import { setTimeout as delay } from 'node:timers/promises'
 import pg from 'pg'
 import { afterAll, afterEach, beforeAll, expect, test } from 'vitest'
 import { createTestDatabase, maintenanceSession, type TestDatabase } from '../support/database.js'
 import { relayUnderTest, type ConfigOverrides } from '../support/proxy.js'
 import { waitFor } from '../e2e/support/wait.js'
+import { keepaliveTimers } from '../support/keepalive-timers.js'
 import {
   backendsGone,
   connectionError,
@@ -45,22 +45,6 @@ async function timed(promise: Promise<unknown>): Promise<{ code: string; ms: num
   const started = performance.now()
   const code = await sqlstateOf(promise)
   return { code, ms: performance.now() - started }
-}
-
-/**
- * The keepalive timers (in seconds) that `ss` shows on this process's sockets matching `filter`;
- * null for a socket whose timer is the retransmission one (data not acknowledged yet).
- */
-function keepaliveTimers(filter: string): (number | null)[] {
-  const out = execFileSync('ss', ['-tnoH', 'state', 'established', filter], { encoding: 'utf8' })
-  return out
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line) => {
-      const timer = /timer:\(keepalive,(?:(\d+)min)?(?:([\d.]+)sec)?(?:(\d+)ms)?/.exec(line)
-      if (!timer) return null
-      return Number(timer[1] ?? 0) * 60 + Number(timer[2] ?? 0) + Number(timer[3] ?? 0) / 1000
-    })
 }
 
 test('keepalive probes are armed on the client and the upstream socket', async () => {
