@@ -291,6 +291,19 @@ describe('logins in C through the proxy (session pool, the userlist’s password
     client.socket.destroy()
   })
 
+  test('half a query sent with the last SCRAM message: JavaScript relays it, on a late socket', async () => {
+    const client = await rawClient()
+    const whole = query('SELECT 41 + 1')
+    await scram(client, whole.subarray(0, 7))
+    expect((await untilReady(client)).at(-2)).toBe('K')
+    // The session could not start in the native relay mid-message: JavaScript reads the rest.
+    expect(proxy.nativeSessionCount()).toBe(0)
+    client.socket.write(whole.subarray(7))
+    expect(await untilReady(client)).toEqual(['T', 'D', 'C', 'Z'])
+    client.socket.destroy()
+    await vi.waitFor(() => expect(proxy.connectionCount()).toBe(0))
+  })
+
   test('an SSLRequest is refused in C and the login goes on in plaintext', async () => {
     const socket = await connectRaw(proxy.port)
     socket.write(sslRequest())
