@@ -32,7 +32,7 @@ interface AcceptedHandle {
 export class ClientConnection {
   private receiver: BytesReceiver = () => false
   private stopDataEvents: (() => void) | null = null
-  private own: net.Socket | tls.TLSSocket | null
+  private own: net.Socket | tls.TLSSocket | null = null
   /** The accepted handle, while no socket was made on it. */
   private handle: AcceptedHandle | null = null
   private handleClosed = false
@@ -40,8 +40,7 @@ export class ClientConnection {
   private readonly errorListeners: ((err: Error) => void)[] = []
 
   private constructor(socket: net.Socket | tls.TLSSocket | null) {
-    this.own = socket
-    socket?.once('close', () => this.notifyClosed())
+    if (socket) this.adopt(socket)
   }
 
   /**
@@ -51,8 +50,7 @@ export class ClientConnection {
    */
   static readingIntoBuffer(source: { handle: unknown } | { fd: number }): ClientConnection {
     const connection = new ClientConnection(null)
-    connection.own = connection.readingSocket(source, false)
-    connection.own.once('close', () => connection.notifyClosed())
+    connection.adopt(connection.readingSocket(source, false))
     return connection
   }
 
@@ -83,12 +81,9 @@ export class ClientConnection {
     if (this.own) return this.own
     const handle = this.handle
     this.handle = null
-    const socket = handle && !this.handleClosed ? this.readingSocket({ handle }, true) : null
-    this.own = socket ?? new net.Socket()
-    for (const listener of this.errorListeners) this.own.on('error', listener)
-    if (socket) socket.once('close', () => this.notifyClosed())
-    else this.own.destroy()
-    return this.own
+    const socket = handle ? this.adopt(this.readingSocket({ handle }, true)) : closedSocket()
+    for (const listener of this.errorListeners) socket.on('error', listener)
+    return (this.own = socket)
   }
 
   /** The client's Node socket, or while it has none its descriptor (-1 once closed). */
@@ -177,6 +172,13 @@ export class ClientConnection {
     this.socket.pause()
   }
 
+  /** The connection's socket from now on, whose close is the connection's. */
+  private adopt<S extends net.Socket>(socket: S): S {
+    this.own = socket
+    socket.once('close', () => this.notifyClosed())
+    return socket
+  }
+
   private closeHandle(): void {
     if (this.handleClosed) return
     this.handleClosed = true
@@ -215,6 +217,13 @@ export class ClientConnection {
     socket.once('close', () => held || returnReadBuffer(socket))
     return socket
   }
+}
+
+/** A socket closed already: what a connection closed before it had one gets. */
+function closedSocket(): net.Socket {
+  const socket = new net.Socket()
+  socket.destroy()
+  return socket
 }
 
 type AcceptHandle = { onconnection?: (err: number, handle: AcceptedHandle) => void }
