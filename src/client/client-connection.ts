@@ -37,6 +37,7 @@ export class ClientConnection {
   private handle: AcceptedHandle | null = null
   private handleClosed = false
   private readonly closeListeners = new Set<() => void>()
+  private closeNotified = false
   private readonly errorListeners: ((err: Error) => void)[] = []
 
   private constructor(socket: net.Socket | tls.TLSSocket | null) {
@@ -118,8 +119,15 @@ export class ClientConnection {
     return this.own ? this.own.writable : !this.handleClosed
   }
 
-  /** Calls `listener` once the connection has closed; returns a function that takes it off. */
+  /**
+   * Calls `listener` once the connection has closed (soon, if it has already: a session may
+   * start after its client left); returns a function that takes it off.
+   */
   onClose(listener: () => void): () => void {
+    if (this.closeNotified) {
+      queueMicrotask(listener)
+      return () => false
+    }
     this.closeListeners.add(listener)
     return () => this.closeListeners.delete(listener)
   }
@@ -187,6 +195,7 @@ export class ClientConnection {
   }
 
   private notifyClosed(): void {
+    this.closeNotified = true
     for (const listener of this.closeListeners) listener()
     this.closeListeners.clear()
   }

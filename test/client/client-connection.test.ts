@@ -134,6 +134,16 @@ describe('a client accepted with no socket (for a login in C)', () => {
     expect(connection.closed).toBe(true)
   })
 
+  test('a close listener added after the close is told too', async () => {
+    const { client, connection } = await connect()
+    await new Promise<void>((resolve) => {
+      connection.onClose(resolve)
+      connection.destroy()
+    })
+    await new Promise<void>((resolve) => connection.onClose(resolve))
+    client.destroy()
+  })
+
   test('a connection closed before its socket was made gets a closed one', async () => {
     const { client, connection } = await connect()
     connection.destroy()
