@@ -33,9 +33,8 @@ export class ClientConnection {
   private receiver: BytesReceiver = () => false
   private stopDataEvents: (() => void) | null = null
   private own: net.Socket | tls.TLSSocket | null = null
-  /** The accepted handle, while no socket was made on it. */
+  /** The accepted handle, while no socket was made on it and it is open. */
   private handle: AcceptedHandle | null = null
-  private handleClosed = false
   private readonly closeListeners = new Set<() => void>()
   private closeNotified = false
   private readonly errorListeners: ((err: Error) => void)[] = []
@@ -87,16 +86,15 @@ export class ClientConnection {
     return (this.own = socket)
   }
 
-  /** The client's Node socket, or while it has none its descriptor (-1 once closed). */
+  /** The client's descriptor while it has no socket and is open, else its socket. */
   socketOrDescriptor(): net.Socket | number {
-    return this.own ?? (this.handleClosed ? -1 : this.handle!.fd)
+    return this.handle?.fd ?? this.socket
   }
 
   /** The descriptor the client's bytes arrive on, or null when it has none (closed). */
   descriptor(): number | null {
     const target = this.socketOrDescriptor()
-    if (typeof target !== 'number') return descriptorOf(target)
-    return target >= 0 ? target : null
+    return typeof target === 'number' ? target : descriptorOf(target)
   }
 
   /** The client's address, or 'unix socket' for a Unix-domain client. */
@@ -111,12 +109,12 @@ export class ClientConnection {
   }
 
   get closed(): boolean {
-    return this.own ? this.own.destroyed : this.handleClosed
+    return this.own ? this.own.destroyed : this.handle === null
   }
 
   /** Whether bytes written now would still go out (neither ended nor closed). */
   get writable(): boolean {
-    return this.own ? this.own.writable : !this.handleClosed
+    return this.own ? this.own.writable : this.handle !== null
   }
 
   /**
@@ -142,10 +140,10 @@ export class ClientConnection {
    * kernel does not take at once (a client that reads nothing) goes through a socket made then.
    */
   write(bytes: Buffer): void {
-    if (this.own || this.handleClosed) return void this.socket.write(bytes)
+    if (!this.handle) return void this.socket.write(bytes)
     let written = 0
     try {
-      written = writeSync(this.handle!.fd, bytes)
+      written = writeSync(this.handle.fd, bytes)
     } catch (err) {
       // EAGAIN: the socket below queues it all; anything else: the client is gone.
       if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') return this.destroy()
@@ -188,9 +186,7 @@ export class ClientConnection {
   }
 
   private closeHandle(): void {
-    if (this.handleClosed) return
-    this.handleClosed = true
-    this.handle!.close(() => this.notifyClosed())
+    this.handle?.close(() => this.notifyClosed())
     this.handle = null
   }
 

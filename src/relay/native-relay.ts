@@ -132,15 +132,16 @@ export function relaySession(
   { clientReadsAgain = false, serverReadsAgain = false } = {},
 ): NativeRelay | null {
   if (!nativeRelayModule) return null
+  const clientSocket = typeof client === 'number' ? null : client
   const clientFd = typeof client === 'number' ? client : plainDescriptor(client)
   const serverFd = plainDescriptor(server)
-  if (clientFd === null || clientFd < 0 || serverFd === null) return null
-  if (typeof client !== 'number') stopReading(client, !clientReadsAgain)
+  if (clientFd === null || serverFd === null) return null
+  if (clientSocket) stopReading(clientSocket, !clientReadsAgain)
   stopReading(server, !serverReadsAgain)
   return nativeRelayModule.relay(clientFd, serverFd, {
     ...options,
     frontendTypes: FRONTEND_TYPE_CHARS,
-    clientTls: typeof client === 'number' ? undefined : nativeTlsChannel(client),
+    clientTls: clientSocket ? nativeTlsChannel(clientSocket) : undefined,
     serverTls: nativeTlsChannel(server),
   })
 }
