@@ -15,7 +15,8 @@
         "src/native/tls-context.c",
         "src/native/tls-settings.c",
         "src/native/scram-server.c",
-        "src/native/client-login.c"
+        "src/native/client-login.c",
+        "src/native/poller.c"
       ],
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     }
