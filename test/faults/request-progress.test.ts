@@ -3,7 +3,7 @@ import net from 'node:net'
 import { serialize } from 'pg-protocol'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { cutError } from '../../src/session/cut-outcome.js'
-import { nativeRelayModule, relaySession, type NativeRelay } from '../../src/relay/native-relay.js'
+import { nativeRelayModule, type NativeRelay } from '../../src/relay/native-relay.js'
 import {
   carriedOf,
   RequestTracker,
@@ -14,6 +14,7 @@ import { BackendScanner } from '../../src/wire/backend-scanner.js'
 import { FROM_CLIENT, MessageFramer } from '../../src/wire/message-framer.js'
 import { HEADER_BYTES } from '../../src/wire/protocol.js'
 import { parse, query, sync, typed } from '../wire/frames.js'
+import { relayedSockets, type RelayedSockets } from '../support/relayed-sockets.js'
 import type { TransactionStatus } from '../../src/wire/protocol.js'
 
 const bind = (statement: string) =>
@@ -161,14 +162,8 @@ class RelayedPair {
   private readonly received = new Map<net.Socket, number>()
   private arrival: (() => void) | null = null
 
-  private constructor(
-    readonly native: NativeRelay,
-    private readonly client: net.Socket,
-    private readonly server: net.Socket,
-    /** The relay's own two sockets. */
-    private readonly relayed: net.Socket[],
-  ) {
-    for (const end of [client, server]) {
+  private constructor(private readonly sockets: RelayedSockets) {
+    for (const end of [sockets.client, sockets.server]) {
       this.received.set(end, 0)
       end.on('data', (chunk: Buffer) => {
         this.received.set(end, this.received.get(end)! + chunk.length)
@@ -177,26 +172,12 @@ class RelayedPair {
     }
   }
 
+  get native(): NativeRelay {
+    return this.sockets.native
+  }
+
   static async open(listener: net.Server, from: CarriedProgress): Promise<RelayedPair> {
-    const { port } = listener.address() as net.AddressInfo
-    const accept = async (): Promise<[net.Socket, net.Socket]> => {
-      const accepted = once(listener, 'connection') as Promise<[net.Socket]>
-      const outer = net.connect(port, '127.0.0.1')
-      await once(outer, 'connect')
-      return [outer, (await accepted)[0]]
-    }
-    const [client, clientSide] = await accept()
-    const [serverSide, server] = await accept()
-    const native = relaySession(clientSide, serverSide, {
-      maxMessageBytes: 1 << 20,
-      interceptTypes: '',
-      progress: from,
-      onMessage: () => undefined,
-      onServerMessage: () => undefined,
-      onClose: () => {},
-    })
-    if (!native) throw new Error('the native relay did not take the sockets')
-    return new RelayedPair(native, client, server, [clientSide, serverSide])
+    return new RelayedPair(await relayedSockets(listener, { progress: from }))
   }
 
   /**
@@ -204,7 +185,8 @@ class RelayedPair {
    * the relay has read the chunk (it holds back a header split across chunks until it is whole).
    */
   async carry(chunk: Buffer, toServer: boolean, passed = chunk.length): Promise<void> {
-    const [from, to] = toServer ? [this.client, this.server] : [this.server, this.client]
+    const { client, server } = this.sockets
+    const [from, to] = toServer ? [client, server] : [server, client]
     const target = this.received.get(to)! + passed
     const arrived = new Promise<void>((resolve) => {
       this.arrival = () => {
@@ -218,8 +200,7 @@ class RelayedPair {
   }
 
   close(): void {
-    this.native.stop()
-    for (const socket of [this.client, this.server, ...this.relayed]) socket.destroy()
+    this.sockets.close()
   }
 }
 

@@ -1,0 +1,60 @@
+import net from 'node:net'
+import { once } from 'node:events'
+import {
+  relaySession,
+  type NativeRelay,
+  type SessionRelayOptions,
+} from '../../src/relay/native-relay.js'
+import { RequestTracker } from '../../src/relay/request-progress.js'
+
+/**
+ * Two loopback connections with a native relay between them, the test playing both outer ends:
+ * what `client` writes reaches `server` through the relay, and the other way round.
+ */
+export interface RelayedSockets {
+  native: NativeRelay
+  client: net.Socket
+  server: net.Socket
+  /** The relay's own two sockets (the proxy's ends). */
+  relayed: net.Socket[]
+  /** Stops the relay and destroys every socket. */
+  close(): void
+}
+
+/** A connected pair through `listener`: [the outer end, the accepted end]. */
+async function loopback(listener: net.Server): Promise<[net.Socket, net.Socket]> {
+  const { port } = listener.address() as net.AddressInfo
+  const accepted = once(listener, 'connection') as Promise<[net.Socket]>
+  const outer = net.connect(port, '127.0.0.1')
+  await once(outer, 'connect')
+  return [outer, (await accepted)[0]]
+}
+
+export async function relayedSockets(
+  listener: net.Server,
+  options: Partial<SessionRelayOptions> = {},
+): Promise<RelayedSockets> {
+  const [client, clientSide] = await loopback(listener)
+  const [serverSide, server] = await loopback(listener)
+  const native = relaySession(clientSide, serverSide, {
+    maxMessageBytes: 1 << 20,
+    interceptTypes: '',
+    progress: new RequestTracker().snapshot(),
+    onMessage: () => undefined,
+    onServerMessage: () => undefined,
+    onClose: () => {},
+    ...options,
+  })
+  if (!native) throw new Error('the native relay did not take the sockets')
+  const relayed = [clientSide, serverSide]
+  return {
+    native,
+    client,
+    server,
+    relayed,
+    close() {
+      native.stop()
+      for (const socket of [client, server, ...relayed]) socket.destroy()
+    },
+  }
+}
