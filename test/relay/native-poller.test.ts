@@ -114,7 +114,10 @@ describe('the native relay on the addon poller', () => {
       listener.close()
       console.log('relayed')
     `
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script])
+    // A child kept alive by the poller is killed after 30 s: exit code null, and the test fails.
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      timeout: 30_000,
+    })
     let output = ''
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()))
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()))
