@@ -4,8 +4,13 @@
 // with it as a pooler does (pgfence's SCRAM exchange: 20 µs of arithmetic), so that the client's
 // own key derivation runs between logins as it does for the proxies beside it; without one, it
 // trusts (two round trips fewer).
-// Usage: node bench/login-floor.mjs PORT [SECRET]
+// With `c` after the secret it is the floor of a login in C instead: the client is an accepted
+// handle with no Node socket, pgfence's login in C (src/native/client-login.c) reads the startup
+// packet and runs the SCRAM exchange, and JavaScript is called once, to write the greeting and
+// close: for bench/login-stages.mjs's `greeting` stage only (no query is answered).
+// Usage: node bench/login-floor.mjs PORT [SECRET [c]]
 import { Buffer } from 'node:buffer'
+import { once } from 'node:events'
 import net from 'node:net'
 import process from 'node:process'
 import {
@@ -104,4 +109,31 @@ function serve(socket) {
   })
 }
 
-net.createServer({ noDelay: true }, serve).listen(Number(process.argv[2]), '127.0.0.1')
+/** Logins in C, each greeted and closed by JavaScript. */
+async function serveLoginsInC(server) {
+  const { acceptClients } = await import('../dist/client/client-connection.js')
+  const { NativeLogins } = await import('../dist/auth/native-login.js')
+  const { decodeStartupPacket } = await import('../dist/wire/startup-packet.js')
+  const refuseTls = Buffer.from('N')
+  const logins = new NativeLogins(authenticationSasl(['SCRAM-SHA-256']), (packet) => {
+    const kind = decodeStartupPacket(packet).kind
+    return kind === 'ssl' ? refuseTls : kind === 'startup' ? verifier : null
+  })
+  const greet = async (connection) => {
+    const result = await logins.login(connection)
+    if ('serverFinal' in result)
+      connection.write(
+        Buffer.concat([authentication(AUTH_SASL_FINAL, Buffer.from(result.serverFinal)), greeting]),
+      )
+    connection.destroy()
+  }
+  acceptClients(server, true, (connection) => void greet(connection), true)
+}
+
+const server = net.createServer({ noDelay: true })
+server.listen(Number(process.argv[2]), '127.0.0.1')
+if (process.argv[4] === 'c') {
+  if (!verifier) throw new Error('the login in C needs a SCRAM secret')
+  await once(server, 'listening') // the listener's handle exists from then on
+  await serveLoginsInC(server)
+} else server.on('connection', serve)
