@@ -15,8 +15,7 @@
         "src/native/tls-context.c",
         "src/native/tls-settings.c",
         "src/native/scram-server.c",
-        "src/native/client-login.c",
-        "src/native/poller.c"
+        "src/native/client-login.c"
       ],
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     }

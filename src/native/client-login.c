@@ -28,11 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "bytes.h"
 #include "client-login.h"
 #include "login-codes.h"
-#include "poller.h"
 #include "protocol-codes.h"
 #include "scram-server.h"
 
@@ -71,13 +71,13 @@ enum phase { STARTUP, INITIAL, FINAL, OVER };
 typedef struct {
   setup_t *setup;
   napi_ref done;
-  int fd; /* a duplicate of the client's descriptor, closed when the login ends */
-  watcher_t watch;
+  int fd; /* a duplicate of the client's descriptor, closed with the poll handle */
+  uv_poll_t poll;
+  int events;
   enum phase phase;
   bytes_t in, out, packet;
   scram_server_t scram;
-  int dispatching; /* a callback of the watcher runs: the login outlives it */
-  int finalized;
+  int handle_open, finalized;
 } login_t;
 
 static uint32_t read_u32(const uint8_t *p) {
@@ -101,7 +101,7 @@ static void setup_free_if_done(setup_t *setup) {
 }
 
 static void login_free_if_done(login_t *login) {
-  if (login->dispatching || login->fd >= 0 || !login->finalized) return;
+  if (login->handle_open || !login->finalized) return;
   setup_t *setup = login->setup;
   bytes_free(&login->in);
   bytes_free(&login->out);
@@ -112,13 +112,18 @@ static void login_free_if_done(login_t *login) {
   setup_free_if_done(setup);
 }
 
+static void on_closed(uv_handle_t *handle) {
+  login_t *login = handle->data;
+  close(login->fd);
+  login->handle_open = 0;
+  login_free_if_done(login);
+}
+
 /* Ends the login: the descriptor's duplicate is let go before JavaScript reads the client. */
 static void stop(login_t *login) {
   if (login->phase == OVER) return;
   login->phase = OVER;
-  watcher_set(&login->watch, 0);
-  close(login->fd);
-  login->fd = -1;
+  uv_close((uv_handle_t *)&login->poll, on_closed);
 }
 
 static napi_value buffer_or_undefined(napi_env env, const uint8_t *p, size_t n, int present) {
@@ -165,9 +170,12 @@ static void report(login_t *login, int outcome, const uint8_t *keys, int failure
   napi_close_handle_scope(env, scope);
 }
 
+static void on_poll(uv_poll_t *handle, int status, int events);
+
 static void watch(login_t *login, int events) {
-  if (login->phase != OVER && watcher_set(&login->watch, events) < 0)
-    report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
+  if (login->phase == OVER || events == login->events) return;
+  login->events = events;
+  uv_poll_start(&login->poll, events, on_poll);
 }
 
 /* Sends what is queued; -1 when the socket failed. */
@@ -182,7 +190,7 @@ static int flush(login_t *login) {
   }
   memmove(login->out.data, login->out.data + sent, login->out.len - sent);
   login->out.len -= sent;
-  watch(login, WATCH_READABLE | (login->out.len ? WATCH_WRITABLE : 0));
+  watch(login, UV_READABLE | (login->out.len ? UV_WRITABLE : 0));
   return 0;
 }
 
@@ -313,10 +321,12 @@ static void advance(login_t *login) {
   }
 }
 
-static void on_ready(login_t *login, int events) {
-  if ((events & WATCH_WRITABLE) && flush(login) < 0)
+static void on_poll(uv_poll_t *handle, int status, int events) {
+  login_t *login = handle->data;
+  if (status < 0) return report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
+  if ((events & UV_WRITABLE) && flush(login) < 0)
     return report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
-  if (!(events & WATCH_READABLE)) return;
+  if (!(events & UV_READABLE)) return;
   for (;;) {
     ssize_t n = read(login->fd, read_buffer, sizeof read_buffer);
     if (n < 0 && errno == EINTR) continue;
@@ -327,14 +337,6 @@ static void on_ready(login_t *login, int events) {
     advance(login);
     if (login->phase == OVER || (size_t)n < sizeof read_buffer) break;
   }
-}
-
-static void on_poll(watcher_t *watch, int events) {
-  login_t *login = watch->data;
-  login->dispatching = 1;
-  on_ready(login, events);
-  login->dispatching = 0;
-  login_free_if_done(login);
 }
 
 static void setup_finalize(napi_env env, void *data, void *hint) {
@@ -385,26 +387,30 @@ napi_value js_login_start(napi_env env, napi_callback_info info) {
   napi_value argv[3], external;
   setup_t *setup = NULL;
   int32_t fd = -1;
+  uv_loop_t *loop;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 ||
       !(setup = tagged(env, argv[0], &SETUP_TAG)) ||
-      napi_get_value_int32(env, argv[1], &fd) != napi_ok)
+      napi_get_value_int32(env, argv[1], &fd) != napi_ok ||
+      napi_get_uv_event_loop(env, &loop) != napi_ok)
     return throw_error(env, "pgfence login: loginStart(logins, fd, done)");
   login_t *login = calloc(1, sizeof *login);
   if (!login || (login->fd = dup(fd)) < 0) {
     free(login);
     return throw_error(env, "pgfence login: cannot take the socket");
   }
-  if (watcher_init(&login->watch, env, login->fd, on_poll, login) < 0 ||
-      watcher_set(&login->watch, WATCH_READABLE) < 0) {
+  if (uv_poll_init(loop, &login->poll, login->fd) != 0) {
     close(login->fd);
     free(login);
     return throw_error(env, "pgfence login: cannot watch the socket");
   }
   login->setup = setup;
   setup->logins++;
+  login->poll.data = login;
+  login->handle_open = 1;
   napi_create_reference(env, argv[2], 1, &login->done);
   napi_create_external(env, login, login_finalize, NULL, &external);
   napi_type_tag_object(env, external, &LOGIN_TAG);
+  watch(login, UV_READABLE);
   return external;
 }
 
@@ -413,9 +419,7 @@ napi_value js_login_close(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   login_t *login = NULL;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc == 1 &&
-      (login = tagged(env, argv[0], &LOGIN_TAG))) {
+      (login = tagged(env, argv[0], &LOGIN_TAG)))
     stop(login);
-    login_free_if_done(login);
-  }
   return NULL;
 }

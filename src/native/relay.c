@@ -30,7 +30,6 @@
 #include "client-login.h"
 #include "framing.h"
 #include "napi-string.h"
-#include "poller.h"
 #include "query-cache.h"
 #include "query-normalise.h"
 #include "release-memory.h"
@@ -67,7 +66,8 @@ typedef struct {
   relay_t *relay;
   stream_io_t io; /* io.fd: the descriptor watched (a duplicate: the relay closes it) */
   tls_channel_t *channel; /* the TLS connection borrowed, or NULL for plain TCP */
-  watcher_t watch;
+  uv_poll_t poll;
+  int events; /* what the poll handle watches now */
   bytes_t out; /* bytes for this socket that it has not taken yet */
 } side_t;
 
@@ -80,7 +80,6 @@ typedef struct {
 
 struct relay {
   napi_env env;
-  uv_loop_t *loop;
   napi_ref callbacks[CALLBACKS];
   napi_async_context async;
   side_t client, server;
@@ -94,11 +93,11 @@ struct relay {
   progress_t progress;
   int close_when_idle; /* report "idle" once the session is idle outside a transaction */
   int stopped;
-  int timer_open; /* the kick timer, whose close frees the relay once the wrapper is gone */
+  int open_handles;
   int wrapper_alive;
 };
 
-static uint64_t loop_now(const relay_t *r) { return uv_now(r->loop); }
+static uint64_t loop_now(const relay_t *r) { return uv_now(r->client.poll.loop); }
 
 static uint8_t lower(uint8_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
 
@@ -526,16 +525,16 @@ static int relay_read(relay_t *r, side_t *from) {
 static int poll_events(relay_t *r, side_t *s) {
   side_t *peer = s == &r->client ? &r->server : &r->client;
   /* Read from a side only while the bytes it sent last have all been taken by the peer. */
-  int events = (peer->out.len == 0 ? WATCH_READABLE : 0) | (s->out.len > 0 ? WATCH_WRITABLE : 0);
+  int events = (peer->out.len == 0 ? UV_READABLE : 0) | (s->out.len > 0 ? UV_WRITABLE : 0);
   /* TLS may need the other direction to go on: a record to finish, a key update to answer. */
-  if (s->io.read_wants_write && (events & WATCH_READABLE)) events |= WATCH_WRITABLE;
-  if (s->io.write_wants_read && (events & WATCH_WRITABLE)) events |= WATCH_READABLE;
+  if (s->io.read_wants_write && (events & UV_READABLE)) events |= UV_WRITABLE;
+  if (s->io.write_wants_read && (events & UV_WRITABLE)) events |= UV_READABLE;
   return events;
 }
 
 /* Bytes a TLS stream holds that its peer has room for: read them without waiting on a poll. */
 static int side_pending(relay_t *r, side_t *s) {
-  return (poll_events(r, s) & WATCH_READABLE) && stream_pending(&s->io);
+  return (poll_events(r, s) & UV_READABLE) && stream_pending(&s->io);
 }
 
 static void on_kick(uv_timer_t *timer);
@@ -545,35 +544,35 @@ static void kick_if_pending(relay_t *r) {
     uv_timer_start(&r->kick, on_kick, 0, 0);
 }
 
-static const char *side_name(const relay_t *r, const side_t *s) {
-  return s == &r->client ? "client" : "server";
-}
+static void on_poll(uv_poll_t *handle, int status, int events);
 
-/* Watches what each side is ready for now. Returns the side whose descriptor could not be
- * watched (errno says why), or NULL. */
-static side_t *watch_sides(relay_t *r) {
-  if (watcher_set(&r->client.watch, poll_events(r, &r->client)) < 0) return &r->client;
-  if (watcher_set(&r->server.watch, poll_events(r, &r->server)) < 0) return &r->server;
-  return NULL;
+static void set_poll(relay_t *r, side_t *s) {
+  int events = poll_events(r, s);
+  if (events == s->events) return;
+  s->events = events;
+  if (events) uv_poll_start(&s->poll, events, on_poll);
+  else uv_poll_stop(&s->poll);
 }
 
 static void update_polls(relay_t *r) {
   if (r->stopped) return;
-  side_t *failed = watch_sides(r);
-  if (failed) report_close(r, side_name(r, failed), strerror(errno));
+  set_poll(r, &r->client);
+  set_poll(r, &r->server);
 }
 
-static void on_poll(watcher_t *watch, int events) {
-  side_t *s = watch->data;
+static void on_poll(uv_poll_t *handle, int status, int events) {
+  side_t *s = handle->data;
   relay_t *r = s->relay;
   if (r->stopped) return;
   int is_client = s == &r->client;
-  if (s->out.len > 0 && flush_out(s) < 0) return report_close(r, side_name(r, s), strerror(errno));
+  if (status < 0) return report_close(r, is_client ? "client" : "server", uv_strerror(status));
+  if ((events & (UV_WRITABLE | UV_READABLE)) && s->out.len > 0 && flush_out(s) < 0)
+    return report_close(r, is_client ? "client" : "server", strerror(errno));
   /* A client slow to take a result holds the server up: that is progress, not a silent server. */
-  if ((events & WATCH_WRITABLE) && is_client) r->progress.progress_at = loop_now(r);
-  int readable = events & WATCH_READABLE;
+  if ((events & UV_WRITABLE) && is_client) r->progress.progress_at = loop_now(r);
+  int readable = (events & UV_READABLE) && (s->events & UV_READABLE);
   /* A TLS read that waited for the socket to be writable goes on now. */
-  if ((events & WATCH_WRITABLE) && s->io.read_wants_write) readable = 1;
+  if ((events & UV_WRITABLE) && s->io.read_wants_write) readable = 1;
   if (readable && relay_read(r, s) < 0) return;
   update_polls(r);
   kick_if_pending(r);
@@ -595,7 +594,7 @@ static void free_needles(relay_t *r) {
 }
 
 static void relay_free_if_done(relay_t *r) {
-  if (r->timer_open || r->wrapper_alive) return;
+  if (r->open_handles > 0 || r->wrapper_alive) return;
   free_needles(r);
   bytes_free(&r->client.out);
   bytes_free(&r->server.out);
@@ -604,29 +603,29 @@ static void relay_free_if_done(relay_t *r) {
   free(r);
 }
 
-static void side_close(side_t *s) {
-  close(s->io.fd);
-  stream_io_free(&s->io);
-}
-
-/* The loop has let go of the relay's timer, after the callback that stopped the relay returned:
- * the descriptors close, and the callbacks are let go so that the session can be collected. */
-static void on_kick_closed(uv_handle_t *handle) {
-  relay_t *r = handle->data;
-  side_close(&r->client);
-  side_close(&r->server);
+static void handle_gone(relay_t *r) {
+  if (--r->open_handles > 0) return;
+  /* Both handles are gone: let go of the callbacks, so the session can be collected. */
   for (int i = 0; i < CALLBACKS; i++) napi_delete_reference(r->env, r->callbacks[i]);
   if (r->queries_ref) napi_delete_reference(r->env, r->queries_ref);
   napi_async_destroy(r->env, r->async);
-  r->timer_open = 0;
   relay_free_if_done(r);
 }
+
+static void on_handle_closed(uv_handle_t *handle) {
+  side_t *s = handle->data;
+  close(s->io.fd);
+  stream_io_free(&s->io);
+  handle_gone(s->relay);
+}
+
+static void on_kick_closed(uv_handle_t *handle) { handle_gone(handle->data); }
 
 static void relay_stop(relay_t *r) {
   if (r->stopped) return;
   r->stopped = 1;
-  watcher_set(&r->client.watch, 0);
-  watcher_set(&r->server.watch, 0);
+  uv_close((uv_handle_t *)&r->client.poll, on_handle_closed);
+  uv_close((uv_handle_t *)&r->server.poll, on_handle_closed);
   uv_close((uv_handle_t *)&r->kick, on_kick_closed);
   /* The TLS connections go back to their pumps, for JavaScript to finish the session with. */
   if (r->client.channel) tls_channel_resume(r->client.channel);
@@ -763,26 +762,29 @@ static napi_value js_progress(napi_env env, napi_callback_info info) {
 
 /* A side reads and writes a duplicate of `fd`, or, given a TLS channel (whose plaintext end
  * `fd` is), the TLS connection it borrows from the channel. */
-static int init_side(relay_t *r, side_t *s, int fd, tls_channel_t *channel) {
+static int init_side(relay_t *r, side_t *s, uv_loop_t *loop, int fd, tls_channel_t *channel) {
+  s->relay = r;
   s->io.fd = channel ? tls_channel_lend(channel, fd, &s->io, &s->out) : dup(fd);
   if (s->io.fd < 0) return -1;
-  s->relay = r;
   s->channel = channel;
-  return watcher_init(&s->watch, r->env, s->io.fd, on_poll, s);
+  if (uv_poll_init(loop, &s->poll, s->io.fd) != 0) {
+    close(s->io.fd);
+    stream_io_free(&s->io);
+    if (channel) tls_channel_resume(channel);
+    return -1;
+  }
+  s->poll.data = s;
+  r->open_handles++;
+  return 0;
 }
 
-/* A relay that could not start lets go of what it took: descriptors, TLS connections, memory. */
-static void relay_abandon(napi_env env, relay_t *r) {
-  for (side_t *s = &r->client; s; s = s == &r->client ? &r->server : NULL) {
-    if (!s->relay) continue;
-    watcher_set(&s->watch, 0);
-    side_close(s);
-    bytes_free(&s->out);
-    if (s->channel) tls_channel_resume(s->channel);
-  }
-  if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
-  free_needles(r);
-  free(r);
+static void on_failed_init_closed(uv_handle_t *handle) {
+  side_t *s = handle->data;
+  close(s->io.fd);
+  stream_io_free(&s->io);
+  bytes_free(&s->out);
+  free_needles(s->relay);
+  free(s->relay);
 }
 
 /* statementNeedles: an array of strings, or undefined. Returns -1 when out of memory. */
@@ -883,24 +885,25 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
     return NULL;
   }
   r->env = env;
-  r->loop = loop;
   carry_progress(env, get_named(env, argv[2], "progress"), &r->progress);
   r->progress.progress_at = uv_now(loop);
   fill_types(env, get_named(env, argv[2], "frontendTypes"), r->from_client.valid);
   napi_value options = argv[2];
   tls_channel_t *client_tls = tls_channel_of(env, get_named(env, options, "clientTls"));
   tls_channel_t *server_tls = tls_channel_of(env, get_named(env, options, "serverTls"));
-  side_t *failed = NULL;
-  if (configure(env, r, options) < 0 || init_side(r, &r->client, client_fd, client_tls) < 0)
-    failed = &r->client;
-  else if (init_side(r, &r->server, server_fd, server_tls) < 0)
-    failed = &r->server;
-  else
-    failed = watch_sides(r);
-  if (failed) {
-    napi_throw_error(env, NULL, failed == &r->client ? "pgfence relay: cannot watch the client socket"
-                                                     : "pgfence relay: cannot watch the server socket");
-    relay_abandon(env, r);
+  if (configure(env, r, options) < 0 || init_side(r, &r->client, loop, client_fd, client_tls) < 0) {
+    if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
+    free_needles(r);
+    free(r);
+    napi_throw_error(env, NULL, "pgfence relay: cannot watch the client socket");
+    return NULL;
+  }
+  if (init_side(r, &r->server, loop, server_fd, server_tls) < 0) {
+    /* The client's handle lives in r: both go once its close completes. */
+    if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
+    if (client_tls) tls_channel_resume(client_tls);
+    uv_close((uv_handle_t *)&r->client.poll, on_failed_init_closed);
+    napi_throw_error(env, NULL, "pgfence relay: cannot watch the server socket");
     return NULL;
   }
   static const char *names[CALLBACKS] = {"onMessage", "onServerMessage", "onClose"};
@@ -912,7 +915,8 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   r->wrapper_alive = 1;
   uv_timer_init(loop, &r->kick);
   r->kick.data = r;
-  r->timer_open = 1;
+  r->open_handles++;
+  update_polls(r);
   kick_if_pending(r);
   return wrapper;
 }

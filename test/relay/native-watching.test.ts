@@ -1,6 +1,6 @@
-// The native relay watches its sockets through the addon's own epoll instance
-// (src/native/poller.c): many sockets ready at once, a side not watched while its peer is full,
-// a connection reset, and a loop that no relay keeps alive any longer.
+// How the native relay watches its sockets on Node's event loop: many sockets ready at once, a
+// side not watched while its peer is full, a connection reset, and a loop that no relay keeps
+// alive once the relays have stopped.
 import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { once } from 'node:events'
@@ -29,7 +29,7 @@ function receive(socket: net.Socket, bytes: number): Promise<string> {
 
 const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex')
 
-describe('the native relay on the addon poller', () => {
+describe("the native relay's watching of its sockets", () => {
   let listener: net.Server
   const open: RelayedSockets[] = []
 
@@ -50,8 +50,8 @@ describe('the native relay on the addon poller', () => {
     return sockets
   }
 
-  it('serves every session when more sockets are ready at once than one wake-up takes', async () => {
-    // 150 sessions written to in one turn of the loop: well past the 64 events taken per wake-up.
+  it('serves every session when many sockets are ready at once', async () => {
+    // 150 sessions written to in one turn of the loop, their sockets ready together.
     const sessions: RelayedSockets[] = []
     while (sessions.length < 150) sessions.push(await relayed())
     const request = query('SELECT 1')
@@ -114,7 +114,7 @@ describe('the native relay on the addon poller', () => {
       listener.close()
       console.log('relayed')
     `
-    // A child kept alive by the poller is killed after 30 s: exit code null, and the test fails.
+    // A child that its relays keep alive is killed after 30 s: exit code null, the test fails.
     const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
       timeout: 30_000,
     })
