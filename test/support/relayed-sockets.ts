@@ -15,9 +15,7 @@ export interface RelayedSockets {
   native: NativeRelay
   client: net.Socket
   server: net.Socket
-  /** The relay's own two sockets (the proxy's ends). */
-  relayed: net.Socket[]
-  /** Stops the relay and destroys every socket. */
+  /** Stops the relay and destroys every socket, the relay's own two (the proxy's ends) too. */
   close(): void
 }
 
@@ -46,15 +44,13 @@ export async function relayedSockets(
     ...options,
   })
   if (!native) throw new Error('the native relay did not take the sockets')
-  const relayed = [clientSide, serverSide]
   return {
     native,
     client,
     server,
-    relayed,
     close() {
       native.stop()
-      for (const socket of [client, server, ...relayed]) socket.destroy()
+      for (const socket of [client, server, clientSide, serverSide]) socket.destroy()
     },
   }
 }
