@@ -127,6 +127,6 @@ export function consoleCommands(
   }
   return {
     show: async (subject) => tables[subject](),
-    reload: () => live.reload(registry.sessions.keys()),
+    reload: () => live.reload(registry),
   }
 }

@@ -332,8 +332,7 @@ export async function startProxy(
         const peer = connection.peer()
         let log: Logger | undefined
         const conn = { id, peer, log: () => (log ??= logger.child({ conn: id, peer })) }
-        connections.add(connection)
-        connection.onClose(() => connections.delete(connection))
+        connection.onClose(connections.add(connection))
         connection.onError((err) => conn.log().debug({ err: err.message }, 'client socket error'))
         void serve(connection, conn, started)
       },
@@ -373,14 +372,14 @@ export async function startProxy(
     adminPort: admin?.port,
     connectionCount: () => connections.size,
     nativeSessionCount: () => registry.nativeRelaySessions(),
-    reload: () => live.reload(registry.sessions.keys()),
+    reload: () => live.reload(registry),
     close: async () => {
       draining = true
       stopTimeouts()
       await drain(
         listeners,
         connections,
-        new Set(registry.sessions.keys()),
+        [...registry],
         live.config.limits.shutdownTimeoutMs,
         logger,
       )
@@ -421,20 +420,20 @@ function refuse(client: ClientConnection, secure: net.Socket | null, err: unknow
 
 async function drain(
   listeners: Listeners,
-  connections: Set<ClientConnection>,
-  sessions: Set<RegisteredSession>,
+  connections: Iterable<ClientConnection>,
+  sessions: RegisteredSession[],
   timeoutMs: number,
   logger: Logger,
 ): Promise<void> {
   const stopped = listeners.close()
-  logger.info({ sessions: sessions.size, timeoutMs }, 'draining')
+  logger.info({ sessions: sessions.length, timeoutMs }, 'draining')
   for (const session of sessions) session.closeWhenIdle(SHUTDOWN)
-  const idle = Promise.all([...sessions].map((session) => session.closed))
+  const idle = Promise.all(sessions.map((session) => session.closed))
   let timer: NodeJS.Timeout | undefined
   const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))
   await Promise.race([idle, timeout])
   clearTimeout(timer)
-  const cut = Promise.all([...sessions].map((session) => session.cut('shutdown')))
+  const cut = Promise.all(sessions.map((session) => session.cut('shutdown')))
   for (const socket of connections) socket.destroy()
   await cut
   await stopped

@@ -4,6 +4,7 @@ import type { PgError } from '../wire/error-response.js'
 import type { SessionState } from './session.js'
 import type { TimedSession } from './session-timeouts.js'
 import type { UpstreamNode } from '../upstream/upstream-node.js'
+import { ChurnSet } from '../churn-set.js'
 
 /** What metrics, the console, timeouts, reloads and shutdown need of a session of any mode. */
 export interface RegisteredSession extends TimedSession {
@@ -32,39 +33,40 @@ export interface SessionEntry {
  */
 export class SessionRegistry {
   /** Every client connection, from accept to close. */
-  readonly connections = new Set<ClientConnection>()
-  readonly sessions = new Map<RegisteredSession, SessionEntry>()
+  readonly connections = new ChurnSet<ClientConnection>()
+  /** Each session open now, with what the console shows of it. */
+  readonly sessions = new ChurnSet<[RegisteredSession, SessionEntry]>()
   /** Client sockets that use the admin console. */
   readonly consoles = new Set<net.Socket>()
   /** Transactions of sessions that have ended. */
   private endedTransactions = 0
 
   add(session: RegisteredSession, entry: SessionEntry): void {
-    this.sessions.set(session, entry)
+    const remove = this.sessions.add([session, entry])
     void session.closed.then(() => {
       this.endedTransactions += session.state().transactions
-      this.sessions.delete(session)
+      remove()
     })
   }
 
   /** The sessions open now, each time it is iterated. */
-  [Symbol.iterator](): Iterator<RegisteredSession> {
-    return this.sessions.keys()
+  *[Symbol.iterator](): Iterator<RegisteredSession> {
+    for (const [session] of this.sessions) yield session
   }
 
   transactions(): number {
     let total = this.endedTransactions
-    for (const session of this.sessions.keys()) total += session.state().transactions
+    for (const session of this) total += session.state().transactions
     return total
   }
 
   nativeRelaySessions(): number {
-    return [...this.sessions.keys()].filter((session) => session.relayedNatively).length
+    return [...this].filter((session) => session.relayedNatively).length
   }
 
   clientConnections(): Record<string, number> {
     const states: Record<string, number> = { startup: 0, idle: 0, active: 0, in_transaction: 0 }
-    for (const session of this.sessions.keys()) states[clientState(session)]! += 1
+    for (const session of this) states[clientState(session)]! += 1
     states.startup! += this.connections.size - this.sessions.size - this.consoles.size
     states.admin = this.consoles.size
     return states
@@ -72,8 +74,7 @@ export class SessionRegistry {
 
   serverConnections(): Record<string, number> {
     const states: Record<string, number> = { login: 0, active: 0 }
-    for (const session of this.sessions.keys())
-      states[session.state().ready ? 'active' : 'login']! += 1
+    for (const session of this) states[session.state().ready ? 'active' : 'login']! += 1
     return states
   }
 
@@ -85,7 +86,7 @@ export class SessionRegistry {
   /** Client sessions per (database, user), keyed by poolKey. */
   clientsByPool(): Map<string, PoolClients> {
     const pools = new Map<string, PoolClients>()
-    for (const { database, user } of this.sessions.values()) {
+    for (const [, { database, user }] of this.sessions) {
       const key = poolKey(database, user)
       const pool = pools.get(key) ?? { database, user, clients: 0 }
       pool.clients++
