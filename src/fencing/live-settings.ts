@@ -4,7 +4,7 @@ import type { StatementRewriter } from '../rewrite/statement-rewriter.js'
 import { createFencingRewriter } from './fencing.js'
 import { createNativeQueryCache } from '../relay/native-query-cache.js'
 import { nativeRelayModule, type NativeQueryCache } from '../relay/native-relay.js'
-import { TableNameChecks } from './table-name-checks.js'
+import { TableNameChecks, type DatabaseFencing } from './table-name-checks.js'
 
 /** What sessions apply to each statement; a config reload replaces it whole. */
 export interface SessionSettings {
@@ -56,12 +56,35 @@ export async function sessionSettings(
  * names that do not resolve there; until then, those in force.
  */
 export function settingsForDatabase(holder: SettingsHolder, database: string): SettingsHolder {
-  return {
-    get current() {
-      const settings = holder.current
-      const own = settings.nameChecks?.fencingFor(database)
-      return own ? { ...settings, ...own } : settings
-    },
+  return new DatabaseSettings(holder, database)
+}
+
+/**
+ * A class, not an object literal with a getter (which V8 turns into a dictionary per object),
+ * that merges the database's own fencing into the settings once per change, not per statement:
+ * each merge is a new object of a new hidden class (see relaySession).
+ */
+class DatabaseSettings implements SettingsHolder {
+  private merged: {
+    from: SessionSettings
+    own: DatabaseFencing
+    settings: SessionSettings
+  } | null = null
+
+  constructor(
+    private readonly holder: SettingsHolder,
+    private readonly database: string,
+  ) {}
+
+  get current(): SessionSettings {
+    const from = this.holder.current
+    const own = from.nameChecks?.fencingFor(this.database)
+    if (!own) return from
+    const merged = this.merged
+    if (merged?.from === from && merged.own === own) return merged.settings
+    const settings = { ...from, ...own }
+    this.merged = { from, own, settings }
+    return settings
   }
 }
 

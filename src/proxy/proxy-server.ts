@@ -221,18 +221,22 @@ export async function startProxy(
         })
         if (draining) session.closeWhenIdle(SHUTDOWN)
       }
-      const pooledStart = {
+      // A literal per mode, not a spread: see relaySession.
+      const pooledStart = (keepServer: boolean) => ({
+        keepServer,
         nameCheck,
         fencing: () => sessionSettings.current.rewriter !== null,
         // Waiting for a server connection is pool.waitTimeoutMs's, not the startup's.
         authenticated: () => clearTimeout(startupTimer),
         login: authenticated,
-      }
+      })
       if (pooling && live.config.pool.mode === 'transaction') {
-        const pooled = await startPooledClient(handshake.connection, params, pooling, {
-          ...pooledStart,
-          keepServer: false,
-        })
+        const pooled = await startPooledClient(
+          handshake.connection,
+          params,
+          pooling,
+          pooledStart(false),
+        )
         return track(
           startTransactionSession(handshake.connection, pooled, pooling, {
             settings: sessionSettings,
@@ -246,10 +250,12 @@ export async function startProxy(
         )
       }
       if (pooling) {
-        const pooled = await startPooledClient(handshake.connection, params, pooling, {
-          ...pooledStart,
-          keepServer: true,
-        })
+        const pooled = await startPooledClient(
+          handshake.connection,
+          params,
+          pooling,
+          pooledStart(true),
+        )
         const session = new ProxySession(handshake.connection, pooled.server.socket, {
           settings: sessionSettings,
           logger: sessionLog,

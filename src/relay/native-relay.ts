@@ -111,10 +111,10 @@ export function plainDescriptor(socket: net.Socket): number | null {
   return fd !== null && socket.writableLength === 0 && socket.readableLength === 0 ? fd : null
 }
 
-/** What a session gives the native relay beyond its two sockets. */
-export type SessionRelayOptions = Omit<
+/** What a session gives the native relay beyond its two sockets and the settings in force. */
+export type RelayHooks = Pick<
   NativeRelayOptions,
-  'frontendTypes' | 'clientTls' | 'serverTls'
+  'progress' | 'onMessage' | 'onServerMessage' | 'onClose'
 >
 
 /**
@@ -128,7 +128,8 @@ export type SessionRelayOptions = Omit<
 export function relaySession(
   client: net.Socket | number,
   server: net.Socket,
-  options: SessionRelayOptions,
+  settings: NativeRelaySettings,
+  hooks: RelayHooks,
   { clientReadsAgain = false, serverReadsAgain = false } = {},
 ): NativeRelay | null {
   if (!nativeRelayModule) return null
@@ -138,10 +139,19 @@ export function relaySession(
   if (clientFd === null || serverFd === null) return null
   if (clientSocket) stopReading(clientSocket, !clientReadsAgain)
   stopReading(server, !serverReadsAgain)
+  // Every property named, no spread: V8 (11.3) gives an object spread and then added to a new
+  // hidden class each time, which lives until a full collection.
   return nativeRelayModule.relay(clientFd, serverFd, {
-    ...options,
+    maxMessageBytes: settings.maxMessageBytes,
+    interceptTypes: settings.interceptTypes,
+    statementNeedles: settings.statementNeedles,
+    queryCache: settings.queryCache,
     frontendTypes: FRONTEND_TYPE_CHARS,
     clientTls: clientSocket ? nativeTlsChannel(clientSocket) : undefined,
     serverTls: nativeTlsChannel(server),
+    progress: hooks.progress,
+    onMessage: hooks.onMessage,
+    onServerMessage: hooks.onServerMessage,
+    onClose: hooks.onClose,
   })
 }

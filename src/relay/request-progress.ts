@@ -107,8 +107,18 @@ export class RequestTracker {
   }
 
   snapshot(): RequestProgress {
+    const { outstanding, status, mayCommit, namedCommit, unsynced } = this.carried
     const quietMs = performance.now() - this.progressAt
-    return { ...this.carried, quietMs, transactions: this.transactions }
+    // No spread: see relaySession.
+    return {
+      outstanding,
+      status,
+      mayCommit,
+      namedCommit,
+      unsynced,
+      quietMs,
+      transactions: this.transactions,
+    }
   }
 
   /** The native relay carried the session until now: its requests stand as it left them. */

@@ -96,8 +96,8 @@ export class KeptConnectionRelay {
     this.native = relaySession(
       this.options.client,
       server.socket,
+      this.settings(),
       {
-        ...this.settings(),
         progress: this.options.requests.snapshot(),
         onMessage: (message) => this.fromClient(message),
         onServerMessage: (message) => {

@@ -359,8 +359,8 @@ export class ProxySession {
     this.native = relaySession(
       this.connection.socketOrDescriptor(),
       this.upstream,
+      this.nativeSettings(),
       {
-        ...this.nativeSettings(),
         progress: this.requests.snapshot(),
         onMessage: (message) => {
           const replacement = this.intercept(message)

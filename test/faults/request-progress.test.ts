@@ -177,7 +177,7 @@ class RelayedPair {
   }
 
   static async open(listener: net.Server, from: CarriedProgress): Promise<RelayedPair> {
-    return new RelayedPair(await relayedSockets(listener, { progress: from }))
+    return new RelayedPair(await relayedSockets(listener, {}, { progress: from }))
   }
 
   /**

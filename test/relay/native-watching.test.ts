@@ -44,8 +44,8 @@ describe("the native relay's watching of its sockets", () => {
     await new Promise((resolve) => listener?.close(resolve))
   })
 
-  async function relayed(options: Parameters<typeof relayedSockets>[1] = {}) {
-    const sockets = await relayedSockets(listener, options)
+  async function relayed(hooks: Parameters<typeof relayedSockets>[2] = {}) {
+    const sockets = await relayedSockets(listener, {}, hooks)
     open.push(sockets)
     return sockets
   }
@@ -102,9 +102,8 @@ describe("the native relay's watching of its sockets", () => {
       }
       const [client, clientSide] = await pair()
       const [serverSide, server] = await pair()
-      const relay = relaySession(clientSide, serverSide, {
-        maxMessageBytes: 1 << 20, interceptTypes: '', onMessage() {}, onServerMessage() {},
-        onClose() {},
+      const relay = relaySession(clientSide, serverSide, { maxMessageBytes: 1 << 20, interceptTypes: '' }, {
+        onMessage() {}, onServerMessage() {}, onClose() {},
         progress: { outstanding: 0, status: 'I', mayCommit: false, namedCommit: false, unsynced: false },
       })
       client.write(Buffer.from([0x51, 0, 0, 0, 5, 0]))

@@ -3,7 +3,8 @@ import { once } from 'node:events'
 import {
   relaySession,
   type NativeRelay,
-  type SessionRelayOptions,
+  type NativeRelaySettings,
+  type RelayHooks,
 } from '../../src/relay/native-relay.js'
 import { RequestTracker } from '../../src/relay/request-progress.js'
 
@@ -30,19 +31,23 @@ async function loopback(listener: net.Server): Promise<[net.Socket, net.Socket]>
 
 export async function relayedSockets(
   listener: net.Server,
-  options: Partial<SessionRelayOptions> = {},
+  settings: Partial<NativeRelaySettings> = {},
+  hooks: Partial<RelayHooks> = {},
 ): Promise<RelayedSockets> {
   const [client, clientSide] = await loopback(listener)
   const [serverSide, server] = await loopback(listener)
-  const native = relaySession(clientSide, serverSide, {
-    maxMessageBytes: 1 << 20,
-    interceptTypes: '',
-    progress: new RequestTracker().snapshot(),
-    onMessage: () => undefined,
-    onServerMessage: () => undefined,
-    onClose: () => {},
-    ...options,
-  })
+  const native = relaySession(
+    clientSide,
+    serverSide,
+    { maxMessageBytes: 1 << 20, interceptTypes: '', ...settings },
+    {
+      progress: new RequestTracker().snapshot(),
+      onMessage: () => undefined,
+      onServerMessage: () => undefined,
+      onClose: () => {},
+      ...hooks,
+    },
+  )
   if (!native) throw new Error('the native relay did not take the sockets')
   return {
     native,
