@@ -38,14 +38,21 @@ export async function authenticateConnection(
     }
     const { credentials, answer } = await authenticateClient(conversation, user, secret)
     socket.pause()
-    return {
-      credentials,
-      answer,
-      get leftover() {
-        return queue.leftover
-      },
-    }
+    return new Authenticated(credentials, answer, queue)
   } finally {
     socket.off('close', onClose)
+  }
+}
+
+/** A class, not an object literal with a getter, which V8 makes a dictionary of at each login. */
+class Authenticated implements AuthenticatedConnection {
+  constructor(
+    readonly credentials: UpstreamCredentials,
+    readonly answer: Buffer,
+    private readonly queue: MessageQueue,
+  ) {}
+
+  get leftover(): Buffer {
+    return this.queue.leftover
   }
 }
