@@ -8,37 +8,33 @@
  * login tens of µs (docs/performance.md). A slot array has no such links.
  */
 export class ChurnSet<T> implements Iterable<T> {
-  private readonly members: T[] = []
-  /** Each member's position, shared with the function that removes it. */
-  private readonly slots: { index: number }[] = []
+  /** Each member with its position, which the function that removes it reads. */
+  private readonly slots: { member: T; index: number }[] = []
 
   get size(): number {
-    return this.members.length
+    return this.slots.length
   }
 
   /** Adds `member`; returns the function that removes it (later calls do nothing). */
   add(member: T): () => void {
-    const slot = { index: this.members.length }
-    this.members.push(member)
+    const slot = { member, index: this.slots.length }
     this.slots.push(slot)
     return () => this.remove(slot)
   }
 
   /** The members as they are now: removing some while iterating is safe. */
   [Symbol.iterator](): Iterator<T> {
-    return this.members.slice()[Symbol.iterator]()
+    return this.slots.map((slot) => slot.member)[Symbol.iterator]()
   }
 
-  /** The last member takes the removed one's place. */
-  private remove(slot: { index: number }): void {
+  /** The last slot takes the removed one's place. */
+  private remove(slot: { member: T; index: number }): void {
     const index = slot.index
     if (index < 0) return
     slot.index = -1
-    const lastMember = this.members.pop()!
-    const lastSlot = this.slots.pop()!
-    if (lastSlot === slot) return
-    this.members[index] = lastMember
-    this.slots[index] = lastSlot
-    lastSlot.index = index
+    const last = this.slots.pop()!
+    if (last === slot) return
+    this.slots[index] = last
+    last.index = index
   }
 }
