@@ -33,6 +33,7 @@
 #include "bytes.h"
 #include "client-login.h"
 #include "login-codes.h"
+#include "napi-tagged.h"
 #include "protocol-codes.h"
 #include "scram-server.h"
 
@@ -44,18 +45,6 @@ static _Thread_local uint8_t read_buffer[READ_BYTES];
 /* Mark the externals, so that no other value is taken for one. */
 static const napi_type_tag SETUP_TAG = {0x7067666e6c6f6769ULL, 0x6e73657475703031ULL};
 static const napi_type_tag LOGIN_TAG = {0x7067666e6c6f6769ULL, 0x6e6c6f67696e3031ULL};
-
-/* The pointer an external tagged `tag` holds, or NULL. */
-static void *tagged(napi_env env, napi_value value, const napi_type_tag *tag) {
-  bool is = false;
-  void *data = NULL;
-  napi_valuetype type;
-  if (napi_typeof(env, value, &type) != napi_ok || type != napi_external ||
-      napi_check_object_type_tag(env, value, tag, &is) != napi_ok || !is ||
-      napi_get_value_external(env, value, &data) != napi_ok)
-    return NULL;
-  return data;
-}
 
 typedef struct {
   napi_env env;
@@ -415,11 +404,7 @@ napi_value js_login_start(napi_env env, napi_callback_info info) {
 }
 
 napi_value js_login_close(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  login_t *login = NULL;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc == 1 &&
-      (login = tagged(env, argv[0], &LOGIN_TAG)))
-    stop(login);
+  login_t *login = tagged_argument(env, info, &LOGIN_TAG);
+  if (login) stop(login);
   return NULL;
 }
