@@ -15,7 +15,10 @@
         "src/native/tls-context.c",
         "src/native/tls-settings.c",
         "src/native/scram-server.c",
-        "src/native/client-login.c"
+        "src/native/client-login.c",
+        "src/native/server-link.c",
+        "src/native/relay-side.c",
+        "src/native/reset-answer.c"
       ],
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     }

@@ -3,6 +3,7 @@
  * that src/native writes none of them again:
  *   protocol-codes.h   every numeric constant of src/wire/protocol.ts (message codes, sizes);
  *   login-codes.h      how a client login in C ends and why it fails (src/auth/login-codes.ts);
+ *   link-events.h      what a server link tells JavaScript (src/relay/link-events.ts);
  *   carried-progress.h the fields of a session's request progress that one relay hands the
  *                      other (CARRIED_FIELDS in src/relay/request-progress.ts), with what each
  *                      means, as an X-macro that declares and converts them.
@@ -183,5 +184,9 @@ writeFileSync(
 writeFileSync(
   join(directory, 'login-codes.h'),
   numericDefines('src/auth/login-codes.ts', 'login-codes.h'),
+)
+writeFileSync(
+  join(directory, 'link-events.h'),
+  numericDefines('src/relay/link-events.ts', 'link-events.h'),
 )
 writeFileSync(join(directory, 'carried-progress.h'), carriedProgress())

@@ -33,6 +33,8 @@
 #include "query-cache.h"
 #include "query-normalise.h"
 #include "release-memory.h"
+#include "relay-side.h"
+#include "server-link.h"
 #include "session-progress.h"
 #include "stream-io.h"
 #include "tcp-keepalive.h"
@@ -60,17 +62,6 @@ typedef struct {
   uint64_t hits, misses; /* lookups, read at metrics scrape time */
 } shared_cache_t;
 
-typedef struct relay relay_t;
-
-typedef struct {
-  relay_t *relay;
-  stream_io_t io; /* io.fd: the descriptor watched (a duplicate: the relay closes it) */
-  tls_channel_t *channel; /* the TLS connection borrowed, or NULL for plain TCP */
-  uv_poll_t poll;
-  int events; /* what the poll handle watches now */
-  bytes_t out; /* bytes for this socket that it has not taken yet */
-} side_t;
-
 /* The bytes of one burst for one socket: views of the read buffer and owned copies. */
 typedef struct {
   struct iovec iov[MAX_SEGMENTS];
@@ -82,7 +73,8 @@ struct relay {
   napi_env env;
   napi_ref callbacks[CALLBACKS];
   napi_async_context async;
-  side_t client, server;
+  side_t client;
+  side_t *server; /* a server link's side (server-link.h); NULL once the relay stopped */
   uv_timer_t kick; /* reads bytes a TLS stream holds, which no poll announces */
   client_framer_t from_client;
   framer_t from_server;
@@ -289,8 +281,8 @@ static int offer_message(relay_t *r, enum callback which, const uint8_t *message
  * undefined to send it as it is. `owned` is the message's heap copy, if it has one. */
 static int deliver_to_js(relay_t *r, batch_t *b, const uint8_t *message, size_t n,
                          uint8_t *owned) {
-  int offered = offer_message(r, ON_MESSAGE, message, n, &r->server, b);
-  if (offered == KEPT && !r->stopped) return batch_add(&r->server, b, message, n, owned);
+  int offered = offer_message(r, ON_MESSAGE, message, n, r->server, b);
+  if (offered == KEPT && !r->stopped) return batch_add(r->server, b, message, n, owned);
   free(owned);
   if (offered == THREW) report_close(r, "client", "statement interception failed");
   return offered == REPLACED && !r->stopped ? 0 : -1;
@@ -383,15 +375,19 @@ static int deliver_cached_query(relay_t *r, batch_t *b, const uint8_t *message, 
   /* A key fixes its number of values; checked all the same, as the fill indexes by it. */
   if (e->kind == ENTRY_EXACT || (e->kind == ENTRY_TEMPLATE && e->value_count != scratch.count))
     return ASK_JS;
-  if (e->kind == ENTRY_UNCHANGED) return batch_add(&r->server, b, message, n, owned);
+  if (e->kind == ENTRY_UNCHANGED) return batch_add(r->server, b, message, n, owned);
   size_t filled_len;
   uint8_t *filled = fill_query_template(e, text, &scratch, &filled_len);
   free(owned);
-  return filled ? batch_add(&r->server, b, filled, filled_len, filled) : -1;
+  return filled ? batch_add(r->server, b, filled, filled_len, filled) : -1;
 }
 
 static int deliver(relay_t *r, batch_t *b, const uint8_t *message, size_t n, uint8_t *owned) {
-  if (!wants_message(r, message, n)) return batch_add(&r->server, b, message, n, owned);
+  if (r->stopped) {
+    free(owned);
+    return -1;
+  }
+  if (!wants_message(r, message, n)) return batch_add(r->server, b, message, n, owned);
   if (message[0] == FRONTEND_QUERY && r->queries) {
     int status = deliver_cached_query(r, b, message, n, owned);
     if (status != ASK_JS) return status;
@@ -407,7 +403,11 @@ typedef struct {
 
 static int sink_forward(void *ctx, const uint8_t *bytes, size_t n, uint8_t *owned) {
   burst_t *burst = ctx;
-  return batch_add(&burst->relay->server, burst->batch, bytes, n, owned);
+  if (burst->relay->stopped) {
+    free(owned);
+    return -1;
+  }
+  return batch_add(burst->relay->server, burst->batch, bytes, n, owned);
 }
 
 static int sink_deliver(void *ctx, const uint8_t *message, size_t n, uint8_t *owned) {
@@ -496,7 +496,7 @@ static int relay_read(relay_t *r, side_t *from) {
     report_close(r, is_client ? "client" : "server", n == STREAM_FAILED ? detail : NULL);
     return -1;
   }
-  side_t *to = is_client ? &r->server : &r->client;
+  side_t *to = is_client ? r->server : &r->client;
   batch_t batch = {.count = 0, .owned_count = 0};
   burst_t burst = {r, &batch};
   int status;
@@ -523,7 +523,7 @@ static int relay_read(relay_t *r, side_t *from) {
 }
 
 static int poll_events(relay_t *r, side_t *s) {
-  side_t *peer = s == &r->client ? &r->server : &r->client;
+  side_t *peer = s == &r->client ? r->server : &r->client;
   /* Read from a side only while the bytes it sent last have all been taken by the peer. */
   int events = (peer->out.len == 0 ? UV_READABLE : 0) | (s->out.len > 0 ? UV_WRITABLE : 0);
   /* TLS may need the other direction to go on: a record to finish, a key update to answer. */
@@ -540,28 +540,17 @@ static int side_pending(relay_t *r, side_t *s) {
 static void on_kick(uv_timer_t *timer);
 
 static void kick_if_pending(relay_t *r) {
-  if (!r->stopped && (side_pending(r, &r->client) || side_pending(r, &r->server)))
+  if (!r->stopped && (side_pending(r, &r->client) || side_pending(r, r->server)))
     uv_timer_start(&r->kick, on_kick, 0, 0);
-}
-
-static void on_poll(uv_poll_t *handle, int status, int events);
-
-static void set_poll(relay_t *r, side_t *s) {
-  int events = poll_events(r, s);
-  if (events == s->events) return;
-  s->events = events;
-  if (events) uv_poll_start(&s->poll, events, on_poll);
-  else uv_poll_stop(&s->poll);
 }
 
 static void update_polls(relay_t *r) {
   if (r->stopped) return;
-  set_poll(r, &r->client);
-  set_poll(r, &r->server);
+  side_watch(&r->client, poll_events(r, &r->client));
+  side_watch(r->server, poll_events(r, r->server));
 }
 
-static void on_poll(uv_poll_t *handle, int status, int events) {
-  side_t *s = handle->data;
+static void on_poll(side_t *s, int status, int events) {
   relay_t *r = s->relay;
   if (r->stopped) return;
   int is_client = s == &r->client;
@@ -580,7 +569,7 @@ static void on_poll(uv_poll_t *handle, int status, int events) {
 
 static void on_kick(uv_timer_t *timer) {
   relay_t *r = timer->data;
-  for (side_t *s = &r->client; !r->stopped && s; s = s == &r->client ? &r->server : NULL)
+  for (side_t *s = &r->client; !r->stopped && s; s = s == &r->client ? r->server : NULL)
     if (side_pending(r, s) && relay_read(r, s) < 0) return;
   update_polls(r);
   kick_if_pending(r);
@@ -597,7 +586,6 @@ static void relay_free_if_done(relay_t *r) {
   if (r->open_handles > 0 || r->wrapper_alive) return;
   free_needles(r);
   bytes_free(&r->client.out);
-  bytes_free(&r->server.out);
   framer_free(&r->from_client.state);
   framer_free(&r->from_server);
   free(r);
@@ -621,16 +609,28 @@ static void on_handle_closed(uv_handle_t *handle) {
 
 static void on_kick_closed(uv_handle_t *handle) { handle_gone(handle->data); }
 
-static void relay_stop(relay_t *r) {
+/* The server's side belongs to its link, which may outlive the relay. */
+static void on_server_closed(uv_handle_t *handle) {
+  relay_t *r = ((side_t *)handle->data)->relay;
+  link_handle_closed(link_of_side(handle->data));
+  handle_gone(r);
+}
+
+/* Stops relaying. `keep`: the server's side stays open, its link kept (link_keep) already. */
+static void relay_halt(relay_t *r, int keep) {
   if (r->stopped) return;
   r->stopped = 1;
   uv_close((uv_handle_t *)&r->client.poll, on_handle_closed);
-  uv_close((uv_handle_t *)&r->server.poll, on_handle_closed);
+  if (keep) r->open_handles--;
+  else uv_close((uv_handle_t *)&r->server->poll, on_server_closed);
   uv_close((uv_handle_t *)&r->kick, on_kick_closed);
   /* The TLS connections go back to their pumps, for JavaScript to finish the session with. */
   if (r->client.channel) tls_channel_resume(r->client.channel);
-  if (r->server.channel) tls_channel_resume(r->server.channel);
+  if (!keep && r->server->channel) tls_channel_resume(r->server->channel);
+  r->server = NULL;
 }
+
+static void relay_stop(relay_t *r) { relay_halt(r, 0); }
 
 static void wrapper_finalize(napi_env env, void *data, void *hint) {
   (void)env;
@@ -671,22 +671,39 @@ static void fill_types(napi_env env, napi_value text, uint8_t table[256]) {
   for (size_t i = 0; i < len; i++) table[(uint8_t)types[i]] = 1;
 }
 
-/* stop(): { toClient, toServer, serverAtBoundary }: the bytes not yet written, and whether an
- * error of the proxy's own may be sent to the client now. Idempotent. */
+/* The server connection may serve another client as it is, after a reset: plain TCP, idle
+ * outside a transaction, nothing of the session's left to write to it. */
+static int server_keepable(const relay_t *r) {
+  return !r->stopped && !r->server->channel && r->server->out.len == 0 && relay_idle(r);
+}
+
+/* stop(keepServer): { toClient, toServer, serverAtBoundary, serverLink }: the bytes not yet
+ * written, whether an error of the proxy's own may be sent to the client now, and, asked to
+ * keep the server's side and able to (server_keepable), its link (server-link.h) still
+ * watching it. Idempotent. */
 static napi_value js_stop(napi_env env, napi_callback_info info) {
-  napi_value self, result, flag;
+  size_t argc = 1;
+  napi_value argv[1], self, result, flag, link = NULL;
+  bool keep = false;
   relay_t *r;
-  CHECK(napi_get_cb_info(env, info, NULL, NULL, &self, NULL));
+  CHECK(napi_get_cb_info(env, info, &argc, argv, &self, NULL));
   CHECK(napi_unwrap(env, self, (void **)&r));
+  if (argc > 0) napi_get_value_bool(env, argv[0], &keep);
   CHECK(napi_create_object(env, &result));
   napi_set_named_property(env, result, "toClient",
                           buffer_copy(env, r->client.out.data, r->client.out.len));
+  size_t to_server = r->stopped ? 0 : r->server->out.len;
   napi_set_named_property(env, result, "toServer",
-                          buffer_copy(env, r->server.out.data, r->server.out.len));
+                          buffer_copy(env, to_server ? r->server->out.data : NULL, to_server));
   napi_get_boolean(env, at_boundary(&r->from_server), &flag);
   napi_set_named_property(env, result, "serverAtBoundary", flag);
-  r->client.out.len = r->server.out.len = 0;
-  relay_stop(r);
+  if (keep && server_keepable(r)) link = link_keep(link_of_side(r->server));
+  int kept = link != NULL;
+  if (!kept) napi_get_undefined(env, &link);
+  napi_set_named_property(env, result, "serverLink", link);
+  r->client.out.len = 0;
+  if (!r->stopped) r->server->out.len = 0;
+  relay_halt(r, kept);
   return result;
 }
 
@@ -774,8 +791,29 @@ static int init_side(relay_t *r, side_t *s, uv_loop_t *loop, int fd, tls_channel
     return -1;
   }
   s->poll.data = s;
+  s->on_poll = on_poll;
   r->open_handles++;
   return 0;
+}
+
+/* The server's side: a waiting link's (options.serverLink), else a new link's, reading a
+ * duplicate of `fd`. */
+static int attach_server(napi_env env, relay_t *r, uv_loop_t *loop, int fd, napi_value options) {
+  server_link_t *link = link_waiting(env, get_named(env, options, "serverLink"));
+  if (link) {
+    link_adopt(link, r);
+    r->server = link_side(link);
+    r->server->on_poll = on_poll; /* its watch stays: the first update_polls finds it right */
+    r->open_handles++;
+    return 0;
+  }
+  tls_channel_t *tls = tls_channel_of(env, get_named(env, options, "serverTls"));
+  if (!(link = link_new(env))) return -1;
+  r->server = link_side(link);
+  if (init_side(r, r->server, loop, fd, tls) == 0) return 0;
+  link_free_unopened(link);
+  r->server = NULL;
+  return -1;
 }
 
 static void on_failed_init_closed(uv_handle_t *handle) {
@@ -860,11 +898,10 @@ static napi_value js_close_when_idle(napi_env env, napi_callback_info info) {
   return idle;
 }
 /* relay(clientFd, serverFd, { maxMessageBytes, frontendTypes, interceptTypes, statementNeedles,
- * queryCache, progress, clientTls, serverTls, onMessage, onServerMessage, onClose }) →
- * { stop(), progress(),
- * update(), closeWhenIdle() }. The caller has stopped
- * reading both sockets and has nothing queued on them; the relay reads and writes duplicates of
- * their descriptors. */
+ * queryCache, progress, clientTls, serverTls, serverLink, onMessage, onServerMessage, onClose })
+ * → { stop(), progress(), update(), closeWhenIdle() }. The caller has stopped reading both
+ * sockets and has nothing queued on them; the relay reads and writes duplicates of their
+ * descriptors, or, given a server link that waits, the link's. */
 static napi_value js_relay(napi_env env, napi_callback_info info) {
   size_t argc = 3;
   napi_value argv[3], wrapper, name;
@@ -890,7 +927,6 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   fill_types(env, get_named(env, argv[2], "frontendTypes"), r->from_client.valid);
   napi_value options = argv[2];
   tls_channel_t *client_tls = tls_channel_of(env, get_named(env, options, "clientTls"));
-  tls_channel_t *server_tls = tls_channel_of(env, get_named(env, options, "serverTls"));
   if (configure(env, r, options) < 0 || init_side(r, &r->client, loop, client_fd, client_tls) < 0) {
     if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
     free_needles(r);
@@ -898,7 +934,7 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
     napi_throw_error(env, NULL, "pgfence relay: cannot watch the client socket");
     return NULL;
   }
-  if (init_side(r, &r->server, loop, server_fd, server_tls) < 0) {
+  if (attach_server(env, r, loop, server_fd, options) < 0) {
     /* The client's handle lives in r: both go once its close completes. */
     if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
     if (client_tls) tls_channel_resume(client_tls);
@@ -1059,6 +1095,8 @@ NAPI_MODULE_INIT() {
                                                {"clientLogins", js_client_logins},
                                                {"loginStart", js_login_start},
                                                {"loginClose", js_login_close},
+                                               {"linkReset", js_link_reset},
+                                               {"linkClose", js_link_close},
                                                {"releaseFreeMemory", js_release_free_memory}};
   define_functions(env, exports, functions, sizeof functions / sizeof *functions);
   return exports;

@@ -20,6 +20,8 @@ import {
 import type { UpstreamNode } from '../upstream/upstream-node.js'
 import type { Config } from '../config/schema.js'
 import { retakePresenceSql } from '../schema/proxy-presence.js'
+import { resumeReading } from '../net/socket-handle.js'
+import { ServerLink, type ServerLinkHandle } from '../relay/server-link.js'
 
 /** Server messages pgfence reads while it drives a connection itself are small. */
 const MAX_DRIVEN_MESSAGE = 1024 * 1024
@@ -55,6 +57,8 @@ export class ServerConnection {
   /** The holder's own reaction to the server closing (one listener for the connection's life). */
   private onClose: (() => void) | null = null
   private queue = new MessageQueue(typedMessageLength(MAX_DRIVEN_MESSAGE))
+  /** C watches the connection (its socket does not read): kept from a session's clean end. */
+  private link: ServerLink | null = null
 
   private constructor(
     readonly socket: UpstreamSocket,
@@ -100,12 +104,39 @@ export class ServerConnection {
     }
   }
 
+  /**
+   * A session ended cleanly on the native relay, which kept watching the connection: the reset
+   * goes out from C (reset), and the next session's relay takes the link (takeLink).
+   */
+  keepLink(handle: ServerLinkHandle): void {
+    this.receiver = this.toQueue
+    this.onClose = null
+    this.link = new ServerLink(handle, () => this.socket.destroy())
+  }
+
+  /** The link for a relay to take over, when C watches the connection; its socket stays stopped. */
+  takeLink(): ServerLinkHandle | null {
+    const handle = this.link?.take() ?? null
+    this.link = null
+    return handle
+  }
+
+  /** pgfence reads the connection itself from here on: the link, if any, lets it go. */
+  private readAgain(): void {
+    if (!this.link) return
+    this.link.close()
+    this.link = null
+    this.queue = new MessageQueue(typedMessageLength(MAX_DRIVEN_MESSAGE))
+    resumeReading(this.socket)
+  }
+
   get alive(): boolean {
     return this.node.primary && !this.socket.destroyed && this.socket.readyState === 'open'
   }
 
   /** Hands the server's bytes to a client's session, and tells it if the server closes. */
   attach(receiver: ServerBytesHandler, onClose: (() => void) | null = null): void {
+    this.readAgain()
     this.receiver = receiver
     this.onClose = onClose
   }
@@ -123,6 +154,7 @@ export class ServerConnection {
    * server's error, after its ReadyForQuery.
    */
   async run(text: string): Promise<void> {
+    this.readAgain()
     this.socket.write(query(text))
     return this.answer()
   }
@@ -151,6 +183,7 @@ export class ServerConnection {
 
   /** Runs a simple Query and returns every message of its response but the ReadyForQuery. */
   async response(text: string): Promise<Buffer[]> {
+    this.readAgain()
     this.socket.write(query(text))
     const messages: Buffer[] = []
     for (;;) {
@@ -168,10 +201,12 @@ export class ServerConnection {
    * cannot be reused as it is, or when one of those failed.
    */
   async reset(unclean: boolean, timeoutMs: number, then: string | null = null): Promise<boolean> {
-    const timer = this.failAfter(timeoutMs, 'reset timed out')
     const after = [this.holdsPresence ? retakePresenceSql : null, then]
       .filter((text) => text !== null)
       .map(query)
+    if (this.link && !unclean) return this.resetInC(after, timeoutMs)
+    this.readAgain()
+    const timer = this.failAfter(timeoutMs, 'reset timed out')
     try {
       this.socket.write(Buffer.concat([unclean ? SYNC_AND_DISCARD : DISCARD_ALL, ...after]))
       let discarded = false
@@ -190,9 +225,7 @@ export class ServerConnection {
             this.socket.write(Buffer.concat([ROLLBACK_AND_DISCARD, ...after]))
           }
         } else if (type === Backend.ReadyForQuery && discarded) {
-          this.settings.clear()
-          this.carried.clear()
-          this.prepared.clear()
+          this.forgetSession()
           if (transactionStatus(message[HEADER_BYTES]!) !== TransactionStatus.Idle) return false
           for (let i = 0; i < after.length; i++) await this.answer()
           return true
@@ -203,6 +236,30 @@ export class ServerConnection {
     } finally {
       clearTimeout(timer)
     }
+  }
+
+  /** The reset through the link: the same statements in one write, read in C. */
+  private async resetInC(after: Buffer[], timeoutMs: number): Promise<boolean> {
+    const statuses = await this.link!.reset(
+      after.length > 0 ? Buffer.concat([DISCARD_ALL, ...after]) : DISCARD_ALL,
+      1 + after.length,
+      timeoutMs,
+    )
+    if (statuses === null) return false
+    for (let at = 0; at < statuses.length; at += 1 + statuses.readUInt32BE(at + 1))
+      this.noteParameter(statuses.subarray(at, at + 1 + statuses.readUInt32BE(at + 1)))
+    this.forgetSession()
+    return true
+  }
+
+  /**
+   * What the reset undid on the server: pgfence forgets it too. Only maps that hold something:
+   * clear() gives a map a new table, and these are mostly empty.
+   */
+  private forgetSession(): void {
+    if (this.settings.size > 0) this.settings.clear()
+    if (this.carried.size > 0) this.carried.clear()
+    if (this.prepared.size > 0) this.prepared.clear()
   }
 
   /**
@@ -219,6 +276,8 @@ export class ServerConnection {
   }
 
   destroy(): void {
+    this.link?.close()
+    this.link = null
     this.socket.destroy()
   }
 

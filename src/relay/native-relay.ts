@@ -5,6 +5,7 @@ import { FRONTEND_TYPE_CHARS } from '../wire/protocol.js'
 import { descriptorOf, stopReading } from '../net/socket-handle.js'
 import { nativeTlsChannel, type NativeTlsChannel } from '../net/native-tls.js'
 import type { CarriedProgress, RequestProgress } from './request-progress.js'
+import type { ServerLinkHandle } from './server-link.js'
 
 /** What is left when a native relay stops: bytes not yet written, and where the server stands. */
 export interface RelayRemainder {
@@ -12,11 +13,17 @@ export interface RelayRemainder {
   toServer: Buffer
   /** The server's bytes so far end at a message boundary: the proxy may add an error of its own. */
   serverAtBoundary: boolean
+  /** The server connection's side, still watched in C, when stop was asked to keep it and could. */
+  serverLink: ServerLinkHandle | undefined
 }
 
 export interface NativeRelay {
-  /** Stops relaying at once (idempotent); the sockets are the caller's again. */
-  stop(): RelayRemainder
+  /**
+   * Stops relaying at once (idempotent); the sockets are the caller's again. `keepServer`: the
+   * session ended cleanly on a pooled server connection, which C may go on watching (a
+   * server link, src/native/server-link.h), when it is idle with nothing queued for it.
+   */
+  stop(keepServer?: boolean): RelayRemainder
   /** Where the session's requests stand, as the relay follows them (session-progress.c). */
   progress(): RequestProgress
   /** A config reload: applies from the next message. */
@@ -47,6 +54,8 @@ export interface NativeRelayOptions extends NativeRelaySettings {
   clientTls?: NativeTlsChannel
   /** Likewise for the server's. */
   serverTls?: NativeTlsChannel
+  /** A server link that waits: the relay takes its side over instead of the server socket's. */
+  serverLink?: ServerLinkHandle
   /** Every message type a client may send, as a string of type bytes. */
   frontendTypes: string
   /** Where the session's requests stand when the relay takes it over. */
@@ -117,28 +126,39 @@ export type RelayHooks = Pick<
   'progress' | 'onMessage' | 'onServerMessage' | 'onClose'
 >
 
+/** How the sockets go on outside the relay. */
+export interface RelayedSockets {
+  /** The client's socket reads again after the relay (transaction mode, between transactions). */
+  clientReadsAgain?: boolean
+  /** The server socket outlives the relay (a pooled connection) and keeps its read buffer. */
+  serverReadsAgain?: boolean
+  /** A pooled connection's server link, if C watches it (ServerConnection.takeLink). */
+  takeServerLink?: () => ServerLinkHandle | null
+}
+
 /**
  * Moves a session's two sockets to the native relay, their reads stopped, when both can go
  * (plainDescriptor); null when they cannot. The client may be a descriptor that no socket reads
- * (a client accepted for a login in C that never needed one). `serverReadsAgain`: the server
- * socket outlives the relay (a pooled connection) and keeps its read buffer; so does the
- * client's with `clientReadsAgain` (a transaction-mode session takes it back between
- * transactions).
+ * (a client accepted for a login in C that never needed one). A server connection C watches
+ * already (its socket stopped) goes over as its link.
  */
 export function relaySession(
   client: net.Socket | number,
   server: net.Socket,
   settings: NativeRelaySettings,
   hooks: RelayHooks,
-  { clientReadsAgain = false, serverReadsAgain = false } = {},
+  { clientReadsAgain = false, serverReadsAgain = false, takeServerLink }: RelayedSockets = {},
 ): NativeRelay | null {
   if (!nativeRelayModule) return null
   const clientSocket = typeof client === 'number' ? null : client
   const clientFd = typeof client === 'number' ? client : plainDescriptor(client)
-  const serverFd = plainDescriptor(server)
-  if (clientFd === null || serverFd === null) return null
+  if (clientFd === null) return null
+  const serverLink = takeServerLink?.() ?? undefined
+  // A link that take() gave is one C watches: the relay reads its descriptor.
+  const serverFd = serverLink ? -1 : plainDescriptor(server)
+  if (serverFd === null) return null
   if (clientSocket) stopReading(clientSocket, !clientReadsAgain)
-  stopReading(server, !serverReadsAgain)
+  if (!serverLink) stopReading(server, !serverReadsAgain)
   // Every property named, no spread: V8 (11.3) gives an object spread and then added to a new
   // hidden class each time, which lives until a full collection.
   return nativeRelayModule.relay(clientFd, serverFd, {
@@ -149,6 +169,7 @@ export function relaySession(
     frontendTypes: FRONTEND_TYPE_CHARS,
     clientTls: clientSocket ? nativeTlsChannel(clientSocket) : undefined,
     serverTls: nativeTlsChannel(server),
+    serverLink,
     progress: hooks.progress,
     onMessage: hooks.onMessage,
     onServerMessage: hooks.onServerMessage,

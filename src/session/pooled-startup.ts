@@ -201,9 +201,11 @@ export function lendServer(client: PooledClient, context: PoolingContext): Poole
   return {
     backendKey: server.backendKey,
     attach: (receiver) => server.attach(receiver),
-    release: (clean) => {
+    takeLink: () => server.takeLink(),
+    release: (clean, link) => {
       context.cancelKeys.forget(client.cancelKey)
-      server.detach()
+      if (link) server.keepLink(link)
+      else server.detach()
       const timeoutMs = context.ownStatementTimeoutMs
       void pool.release(server, (s) => resetCarrying(s, client.settings, !clean, timeoutMs))
     },

@@ -23,6 +23,7 @@ import {
 } from '../relay/native-relay.js'
 import { resumeReading } from '../net/socket-handle.js'
 import type { SettingsHolder } from '../fencing/live-settings.js'
+import type { ServerLinkHandle } from '../relay/server-link.js'
 
 /** An empty write: its callback runs once everything queued before it is flushed. */
 const FLUSH_MARK = Buffer.alloc(0)
@@ -74,10 +75,15 @@ export interface SessionState {
 export interface PooledUpstream {
   /** The server connection's own BackendKeyData, to cancel what it runs. */
   backendKey: BackendKey
-  /** Routes the server's bytes to the session. */
+  /** Routes the server's bytes to the session (its socket reads again). */
   attach(receiver: (chunk: Buffer) => boolean): void
-  /** Gives the connection back; `clean`: the client said goodbye and nothing was cut. */
-  release(clean: boolean): void
+  /** The connection's server link, when C watches it: the native relay takes it over. */
+  takeLink(): ServerLinkHandle | null
+  /**
+   * Gives the connection back; `clean`: the client said goodbye and nothing was cut. `link`:
+   * the native relay kept watching the connection, for the reset to go out from C.
+   */
+  release(clean: boolean, link?: ServerLinkHandle): void
 }
 
 /**
@@ -114,6 +120,8 @@ export class ProxySession {
   private nativeTransactions = 0
   /** Shutdown: the error to close with as soon as the session is idle. */
   private closingWhenIdle: PgError | null = null
+  /** The pooled server connection's link, when the native relay kept it at a clean goodbye. */
+  private keptLink: ServerLinkHandle | null = null
   private readonly maintenance: MaintenanceLog
 
   constructor(
@@ -158,12 +166,15 @@ export class ProxySession {
   startPooled(leftover: Buffer): void {
     this.listen()
     const pooled = this.options.pooled!
-    pooled.attach((chunk) => this.fromServer(chunk))
     this.backendKey = pooled.backendKey
     this.ready = true
     this.options.onReady?.()
+    // Before the server's socket reads: a connection C watches goes to the relay as it is.
+    const native = this.options.nativeRelay
+    if (native && leftover.length === 0 && this.handOver()) return
+    pooled.attach((chunk) => this.fromServer(chunk))
     if (leftover.length > 0) this.fromClient(leftover)
-    if (!this.options.nativeRelay || !this.handOver()) this.client.resume()
+    if (!native || leftover.length === 0 || !this.handOver()) this.client.resume()
   }
 
   /**
@@ -376,8 +387,8 @@ export class ProxySession {
           this.finish()
         },
       },
-      // A pooled server connection reads again after the session.
-      { serverReadsAgain: this.options.pooled !== undefined },
+      // A pooled server connection reads again after the session, or goes on in C.
+      { serverReadsAgain: this.options.pooled !== undefined, takeServerLink: this.takeLink },
     )
     if (!this.native) return false
     this.options.logger.debug('session relayed natively')
@@ -399,12 +410,19 @@ export class ProxySession {
     }
   }
 
-  /** Takes both sockets back from the native relay, with the bytes it had not written yet. */
-  private stopNative(): boolean {
+  private readonly takeLink = () => this.options.pooled?.takeLink() ?? null
+
+  /**
+   * Takes both sockets back from the native relay, with the bytes it had not written yet.
+   * `keepServer`: the client said goodbye on a pooled connection, which the relay may leave to
+   * C (keptLink).
+   */
+  private stopNative(keepServer = false): boolean {
     const progress = this.native!.progress()
     this.nativeTransactions += progress.transactions
     this.requests.resume(progress)
-    const { toClient, toServer, serverAtBoundary } = this.native!.stop()
+    const { toClient, toServer, serverAtBoundary, serverLink } = this.native!.stop(keepServer)
+    this.keptLink = serverLink ?? null
     this.native = null
     if (toClient.length > 0) this.connection.write(toClient)
     if (toServer.length > 0) this.upstream.write(toServer)
@@ -500,19 +518,24 @@ export class ProxySession {
     this.terminate(error)
   }
 
-  /** Gives a pooled server connection back, reading again, with the session's listeners off. */
+  /**
+   * Gives a pooled server connection back, with the session's listeners off: reading again, or
+   * still watched in C when the relay kept it.
+   */
   private returnUpstream(wasNative: boolean): void {
     this.upstream.off('close', this.onUpstreamClose)
     this.upstream.off('error', this.onUpstreamError)
+    const pooled = this.options.pooled!
+    if (this.keptLink) return pooled.release(true, this.keptLink)
     if (wasNative) resumeReading(this.upstream)
-    this.options.pooled!.release(this.terminating && this.framer.atBoundary())
+    pooled.release(this.terminating && this.framer.atBoundary())
   }
 
   private finish(): void {
     if (this.ended) return
     this.ended = true
     const wasNative = this.native !== null
-    if (this.native) this.stopNative()
+    if (this.native) this.stopNative(this.terminating && this.options.pooled !== undefined)
     this.connection.end()
     if (this.options.pooled) this.returnUpstream(wasNative)
     else this.upstream.destroy()

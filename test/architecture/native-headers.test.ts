@@ -19,7 +19,12 @@ describe('the generated headers of the native relay', () => {
 
   it('are written by the generator', () => {
     expect(headers).toEqual(
-      expect.arrayContaining(['protocol-codes.h', 'login-codes.h', 'carried-progress.h']),
+      expect.arrayContaining([
+        'protocol-codes.h',
+        'login-codes.h',
+        'link-events.h',
+        'carried-progress.h',
+      ]),
     )
   })
 

@@ -16,6 +16,8 @@ export interface RelayedSockets {
   native: NativeRelay
   client: net.Socket
   server: net.Socket
+  /** The proxy's end of the server connection, as a pooled server connection's socket. */
+  proxyServer: net.Socket
   /** Stops the relay and destroys every socket, the relay's own two (the proxy's ends) too. */
   close(): void
 }
@@ -53,6 +55,7 @@ export async function relayedSockets(
     native,
     client,
     server,
+    proxyServer: serverSide,
     close() {
       native.stop()
       for (const socket of [client, server, clientSide, serverSide]) socket.destroy()

@@ -1,0 +1,74 @@
+import { nativeAddon } from '../native-addon.js'
+import { LinkEvent } from './link-events.js'
+
+/** An opaque handle on a server link (src/native/server-link.c), as a relay's stop gives it. */
+export type ServerLinkHandle = { readonly brand: unique symbol }
+
+interface ServerLinkModule {
+  linkReset(
+    link: ServerLinkHandle,
+    bytes: Buffer,
+    readyCount: number,
+    onEvent: (event: LinkEvent, statuses: Buffer) => void,
+  ): void
+  linkClose(link: ServerLinkHandle): void
+}
+
+const addon = nativeAddon as ServerLinkModule | null
+
+/**
+ * A pooled server connection's descriptor that C went on watching when its client left cleanly
+ * (src/native/server-link.h): C writes the reset and reads its answer, then watches the
+ * connection until the next session's relay takes it (take) or it is closed. Its Node socket
+ * does not read meanwhile.
+ */
+export class ServerLink {
+  /** The link still holds the descriptor (not closed, not taken by a relay). */
+  private held = true
+  private waiting = false
+
+  /** `onEnd`: the server closed or sent something while the connection waited (the link closed). */
+  constructor(
+    private readonly handle: ServerLinkHandle,
+    private readonly onEnd: () => void,
+  ) {}
+
+  /**
+   * Writes `bytes` (`readyCount` simple Queries, the first a DISCARD ALL) and reads the answers:
+   * the ParameterStatus messages among them once they came back clean, else null (the link is
+   * closed then). Past `timeoutMs` the link closes and the reset gives null.
+   */
+  reset(bytes: Buffer, readyCount: number, timeoutMs: number): Promise<Buffer | null> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.close()
+        resolve(null)
+      }, timeoutMs)
+      addon!.linkReset(this.handle, bytes, readyCount, (event, statuses) => {
+        clearTimeout(timer)
+        if (event === LinkEvent.Reset) {
+          this.waiting = true
+          return resolve(statuses)
+        }
+        const waited = this.waiting
+        this.held = this.waiting = false
+        if (event === LinkEvent.Ended && waited) return this.onEnd()
+        resolve(null)
+      })
+    })
+  }
+
+  /** For a relay to take over: the handle, once the reset came back clean; else null. */
+  take(): ServerLinkHandle | null {
+    if (!this.held || !this.waiting) return null
+    this.held = this.waiting = false
+    return this.handle
+  }
+
+  /** Closes the link's descriptor (the connection's socket stays open). Idempotent. */
+  close(): void {
+    if (!this.held) return
+    this.held = this.waiting = false
+    addon!.linkClose(this.handle)
+  }
+}
