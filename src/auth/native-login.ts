@@ -2,7 +2,7 @@ import { nativeAddon } from '../native-addon.js'
 import { LoginFailure, LoginOutcome, loginFailureError } from './login-codes.js'
 import { serverFirstSuffix, type ScramKeys, type ScramVerifier } from './scram.js'
 import { decodeStartupPacket } from '../wire/startup-packet.js'
-import type { ClientConnection } from '../client/client-connection.js'
+import type { ClientConnection, LoginWatch } from '../client/client-connection.js'
 import type { Handshake } from '../client/startup-handshake.js'
 import type { AuthenticatedConnection } from './connection-login.js'
 import { scramAuthenticated } from './client-authenticator.js'
@@ -17,7 +17,8 @@ import type { Secret } from './secret.js'
  */
 
 type Logins = { readonly brand: unique symbol }
-type Login = { readonly brand: unique symbol }
+/** A login under way; once authenticated, the watch a relay may take over (LoginWatch). */
+type Login = LoginWatch
 
 /** What C reports at a login's end (client-login.c says which argument each outcome has). */
 type Report = [
@@ -39,6 +40,8 @@ const addon =
   typeof nativeAddon?.loginStart === 'function'
     ? (nativeAddon as unknown as NativeLoginModule)
     : null
+
+const closeLogin = (login: Login) => addon!.loginClose(login)
 
 /** Whether the addon was built with the login. */
 export const nativeLoginAvailable = addon !== null
@@ -115,6 +118,7 @@ export class NativeLogins {
     return new Promise((resolve) => {
       const login = addon!.loginStart(this.logins, fd, (...args) => {
         stopWatching()
+        if (args[0] === LoginOutcome.Authenticated) connection.keepLoginWatch(login, closeLogin)
         resolve(result(...args))
       })
       const stopWatching = connection.onClose(() => {

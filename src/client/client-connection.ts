@@ -15,6 +15,12 @@ export type BytesReceiver = (chunk: Buffer) => boolean
 /** Client messages are small; a large COPY streams through in pieces of this size. */
 const readBuffers = new ReadBufferPool(16 * 1024, 64)
 
+/**
+ * A login in C that authenticated and still watches the client's descriptor (a duplicate), for
+ * the native relay to take over (src/native/client-login.h).
+ */
+export type LoginWatch = { readonly brand: unique symbol }
+
 /** What Node's accepting handle gives for a client: its TCP (or pipe) handle, no socket yet. */
 interface AcceptedHandle {
   fd: number
@@ -38,6 +44,9 @@ export class ClientConnection {
   private readonly closeListeners = new Set<() => void>()
   private closeNotified = false
   private readonly errorListeners: ((err: Error) => void)[] = []
+  /** The login's watch on the descriptor, and how to close it, until a relay takes it. */
+  private loginWatch: LoginWatch | null = null
+  private closeLoginWatch: ((watch: LoginWatch) => void) | null = null
 
   private constructor(socket: net.Socket | tls.TLSSocket | null) {
     if (socket) this.adopt(socket)
@@ -79,11 +88,34 @@ export class ClientConnection {
    */
   get socket(): net.Socket | tls.TLSSocket {
     if (this.own) return this.own
+    this.dropLoginWatch()
     const handle = this.handle
     this.handle = null
     const socket = handle ? this.adopt(this.readingSocket({ handle }, true)) : closedSocket()
     for (const listener of this.errorListeners) socket.on('error', listener)
     return (this.own = socket)
+  }
+
+  /**
+   * The login in C goes on watching the descriptor, for a relay to take over (takeLoginWatch);
+   * `close` closes the watch when anything else reads or closes the client. A duplicate of the
+   * descriptor left open would keep the connection open after the client's own close.
+   */
+  keepLoginWatch(watch: LoginWatch, close: (watch: LoginWatch) => void): void {
+    this.loginWatch = watch
+    this.closeLoginWatch = close
+  }
+
+  /** The login's watch, for the native relay to take over; null when there is none. */
+  takeLoginWatch(): LoginWatch | null {
+    const watch = this.loginWatch
+    this.loginWatch = null
+    return watch
+  }
+
+  private dropLoginWatch(): void {
+    const watch = this.takeLoginWatch()
+    if (watch) this.closeLoginWatch!(watch)
   }
 
   /** The client's descriptor while it has no socket and is open, else its socket. */
@@ -186,6 +218,7 @@ export class ClientConnection {
   }
 
   private closeHandle(): void {
+    this.dropLoginWatch()
     this.handle?.close(() => this.notifyClosed())
     this.handle = null
   }

@@ -55,14 +55,15 @@ typedef struct {
   int finalized;  /* the JavaScript value is gone */
 } setup_t;
 
-enum phase { STARTUP, INITIAL, FINAL, OVER };
+/* HANDED: authenticated, the side kept for a relay (client-login.h). */
+enum phase { STARTUP, INITIAL, FINAL, HANDED, OVER };
 
 typedef struct {
+  /* First, so that a relay's side finds its login. side.io.fd: a duplicate of the client's
+   * descriptor, closed with the poll handle. */
+  side_t side;
   setup_t *setup;
   napi_ref done;
-  int fd; /* a duplicate of the client's descriptor, closed with the poll handle */
-  uv_poll_t poll;
-  int events;
   enum phase phase;
   bytes_t in, out, packet;
   scram_server_t scram;
@@ -101,18 +102,22 @@ static void login_free_if_done(login_t *login) {
   setup_free_if_done(setup);
 }
 
+/* The login is done (authenticated or over): no more packets are read. */
+static int done_reading(const login_t *login) { return login->phase >= HANDED; }
+
 static void on_closed(uv_handle_t *handle) {
   login_t *login = handle->data;
-  close(login->fd);
+  close(login->side.io.fd);
   login->handle_open = 0;
   login_free_if_done(login);
 }
 
-/* Ends the login: the descriptor's duplicate is let go before JavaScript reads the client. */
+/* Ends the login: the descriptor's duplicate is let go before JavaScript reads the client. A
+ * relay that took the side over closes it itself. */
 static void stop(login_t *login) {
-  if (login->phase == OVER) return;
+  if (login->phase == OVER || login->side.relay) return;
   login->phase = OVER;
-  uv_close((uv_handle_t *)&login->poll, on_closed);
+  uv_close((uv_handle_t *)&login->side.poll, on_closed);
 }
 
 static napi_value buffer_or_undefined(napi_env env, const uint8_t *p, size_t n, int present) {
@@ -136,8 +141,9 @@ static napi_value call(setup_t *setup, napi_value fn, size_t argc, napi_value *a
 }
 
 static void report(login_t *login, int outcome, const uint8_t *keys, int failure, int detail) {
-  if (login->phase == OVER) return;
-  stop(login);
+  if (done_reading(login)) return;
+  if (outcome == LOGIN_OUTCOME_AUTHENTICATED) login->phase = HANDED;
+  else stop(login);
   if (!login->done) return;
   napi_env env = login->setup->env;
   napi_handle_scope scope;
@@ -159,19 +165,15 @@ static void report(login_t *login, int outcome, const uint8_t *keys, int failure
   napi_close_handle_scope(env, scope);
 }
 
-static void on_poll(uv_poll_t *handle, int status, int events);
-
 static void watch(login_t *login, int events) {
-  if (login->phase == OVER || events == login->events) return;
-  login->events = events;
-  uv_poll_start(&login->poll, events, on_poll);
+  if (!done_reading(login)) side_watch(&login->side, events);
 }
 
 /* Sends what is queued; -1 when the socket failed. */
 static int flush(login_t *login) {
   size_t sent = 0;
   while (sent < login->out.len) {
-    ssize_t n = write(login->fd, login->out.data + sent, login->out.len - sent);
+    ssize_t n = write(login->side.io.fd, login->out.data + sent, login->out.len - sent);
     if (n > 0) sent += (size_t)n;
     else if (n < 0 && errno == EINTR) continue;
     else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -230,7 +232,7 @@ static enum choice choose(login_t *login, size_t len) {
  * answer goes out, or SCRAM starts. */
 static void on_startup(login_t *login, size_t len) {
   enum choice choice = login->in.len == len ? choose(login, len) : FALLBACK;
-  if (login->phase == OVER) return; /* JavaScript closed the login while choosing */
+  if (done_reading(login)) return; /* JavaScript closed the login while choosing */
   if (choice == FALLBACK) return report(login, LOGIN_OUTCOME_FALLBACK, NULL, 0, 0);
   if (choice == ANSWERED) {
     consume(&login->in, len);
@@ -280,7 +282,7 @@ static void on_password(login_t *login, const uint8_t *body, size_t n) {
 
 /* Takes every whole packet at the head of `in`. */
 static void advance(login_t *login) {
-  while (login->phase != OVER) {
+  while (!done_reading(login)) {
     if (login->phase == STARTUP) {
       if (login->in.len < 4) return;
       uint32_t len = read_u32(login->in.data);
@@ -310,21 +312,23 @@ static void advance(login_t *login) {
   }
 }
 
-static void on_poll(uv_poll_t *handle, int status, int events) {
-  login_t *login = handle->data;
+static void on_poll(side_t *side, int status, int events) {
+  login_t *login = (login_t *)side;
+  /* Authenticated: what the client sends now is the session's, read by its relay. */
+  if (login->phase == HANDED) return side_watch(side, 0);
   if (status < 0) return report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
   if ((events & UV_WRITABLE) && flush(login) < 0)
     return report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
   if (!(events & UV_READABLE)) return;
   for (;;) {
-    ssize_t n = read(login->fd, read_buffer, sizeof read_buffer);
+    ssize_t n = read(login->side.io.fd, read_buffer, sizeof read_buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n <= 0) return report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
     if (bytes_append(&login->in, read_buffer, (size_t)n) < 0)
       return report(login, LOGIN_OUTCOME_REFUSED, NULL, LOGIN_FAILURE_OUT_OF_MEMORY, 0);
     advance(login);
-    if (login->phase == OVER || (size_t)n < sizeof read_buffer) break;
+    if (done_reading(login) || (size_t)n < sizeof read_buffer) break;
   }
 }
 
@@ -339,6 +343,7 @@ static void login_finalize(napi_env env, void *data, void *hint) {
   if (login->done) napi_delete_reference(env, login->done);
   login->done = NULL;
   login->finalized = 1;
+  stop(login); /* authenticated, then dropped without a relay: its duplicate goes now */
   login_free_if_done(login);
 }
 
@@ -383,18 +388,19 @@ napi_value js_login_start(napi_env env, napi_callback_info info) {
       napi_get_uv_event_loop(env, &loop) != napi_ok)
     return throw_error(env, "pgfence login: loginStart(logins, fd, done)");
   login_t *login = calloc(1, sizeof *login);
-  if (!login || (login->fd = dup(fd)) < 0) {
+  if (!login || (login->side.io.fd = dup(fd)) < 0) {
     free(login);
     return throw_error(env, "pgfence login: cannot take the socket");
   }
-  if (uv_poll_init(loop, &login->poll, login->fd) != 0) {
-    close(login->fd);
+  if (uv_poll_init(loop, &login->side.poll, login->side.io.fd) != 0) {
+    close(login->side.io.fd);
     free(login);
     return throw_error(env, "pgfence login: cannot watch the socket");
   }
   login->setup = setup;
   setup->logins++;
-  login->poll.data = login;
+  login->side.poll.data = &login->side;
+  login->side.on_poll = on_poll;
   login->handle_open = 1;
   napi_create_reference(env, argv[2], 1, &login->done);
   napi_create_external(env, login, login_finalize, NULL, &external);
@@ -407,4 +413,25 @@ napi_value js_login_close(napi_env env, napi_callback_info info) {
   login_t *login = tagged_argument(env, info, &LOGIN_TAG);
   if (login) stop(login);
   return NULL;
+}
+
+side_t *login_side_waiting(napi_env env, napi_value value) {
+  login_t *login = tagged(env, value, &LOGIN_TAG);
+  return login && login->phase == HANDED && !login->side.relay ? &login->side : NULL;
+}
+
+void login_side_closed(side_t *side) {
+  login_t *login = (login_t *)side;
+  login->side.relay = NULL;
+  login->phase = OVER;
+  close(side->io.fd);
+  login->handle_open = 0;
+  login_free_if_done(login);
+}
+
+void login_side_close(side_t *side) {
+  login_t *login = (login_t *)side;
+  login->side.relay = NULL;
+  login->side.on_poll = on_poll;
+  stop(login);
 }

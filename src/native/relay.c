@@ -73,8 +73,10 @@ struct relay {
   napi_env env;
   napi_ref callbacks[CALLBACKS];
   napi_async_context async;
-  side_t client;
+  side_t own_client;
+  side_t *client; /* own_client, or the side of the login in C it took over (client-login.h) */
   side_t *server; /* a server link's side (server-link.h); NULL once the relay stopped */
+  uv_loop_t *loop;
   uv_timer_t kick; /* reads bytes a TLS stream holds, which no poll announces */
   client_framer_t from_client;
   framer_t from_server;
@@ -89,7 +91,7 @@ struct relay {
   int wrapper_alive;
 };
 
-static uint64_t loop_now(const relay_t *r) { return uv_now(r->client.poll.loop); }
+static uint64_t loop_now(const relay_t *r) { return uv_now(r->loop); }
 
 static uint8_t lower(uint8_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
 
@@ -430,7 +432,7 @@ static const client_sink_t to_server = {sink_forward, sink_deliver, sink_invalid
 
 static int server_forward(void *ctx, const uint8_t *bytes, size_t n, int copy) {
   burst_t *burst = ctx;
-  side_t *to = &burst->relay->client;
+  side_t *to = burst->relay->client;
   return copy ? batch_add_copy(to, burst->batch, bytes, n)
               : batch_add(to, burst->batch, bytes, n, NULL);
 }
@@ -458,11 +460,11 @@ static int report_server_message(void *ctx, const uint8_t *message, size_t n, in
   burst_t *burst = ctx;
   relay_t *r = burst->relay;
   if (message[0] == BACKEND_NOTICE_RESPONSE && !is_warning(message, n))
-    return batch_add_copy(&r->client, burst->batch, message, n);
-  side_t *to = withheld ? &r->client : NULL;
+    return batch_add_copy(r->client, burst->batch, message, n);
+  side_t *to = withheld ? r->client : NULL;
   int offered = offer_message(r, ON_SERVER_MESSAGE, message, n, to, burst->batch);
   if (offered == KEPT || offered == THREW)
-    offered = withheld ? batch_add_copy(&r->client, burst->batch, message, n) : 0;
+    offered = withheld ? batch_add_copy(r->client, burst->batch, message, n) : 0;
   return r->stopped ? -1 : offered;
 }
 
@@ -491,12 +493,12 @@ static int relay_read(relay_t *r, side_t *from) {
   const char *detail = NULL;
   ssize_t n = stream_read(&from->io, read_buffer, READ_BYTES, &detail);
   if (n == 0) return 0;
-  int is_client = from == &r->client;
+  int is_client = from == r->client;
   if (n < 0) {
     report_close(r, is_client ? "client" : "server", n == STREAM_FAILED ? detail : NULL);
     return -1;
   }
-  side_t *to = is_client ? r->server : &r->client;
+  side_t *to = is_client ? r->server : r->client;
   batch_t batch = {.count = 0, .owned_count = 0};
   burst_t burst = {r, &batch};
   int status;
@@ -523,7 +525,7 @@ static int relay_read(relay_t *r, side_t *from) {
 }
 
 static int poll_events(relay_t *r, side_t *s) {
-  side_t *peer = s == &r->client ? r->server : &r->client;
+  side_t *peer = s == r->client ? r->server : r->client;
   /* Read from a side only while the bytes it sent last have all been taken by the peer. */
   int events = (peer->out.len == 0 ? UV_READABLE : 0) | (s->out.len > 0 ? UV_WRITABLE : 0);
   /* TLS may need the other direction to go on: a record to finish, a key update to answer. */
@@ -540,20 +542,20 @@ static int side_pending(relay_t *r, side_t *s) {
 static void on_kick(uv_timer_t *timer);
 
 static void kick_if_pending(relay_t *r) {
-  if (!r->stopped && (side_pending(r, &r->client) || side_pending(r, r->server)))
+  if (!r->stopped && (side_pending(r, r->client) || side_pending(r, r->server)))
     uv_timer_start(&r->kick, on_kick, 0, 0);
 }
 
 static void update_polls(relay_t *r) {
   if (r->stopped) return;
-  side_watch(&r->client, poll_events(r, &r->client));
+  side_watch(r->client, poll_events(r, r->client));
   side_watch(r->server, poll_events(r, r->server));
 }
 
 static void on_poll(side_t *s, int status, int events) {
   relay_t *r = s->relay;
   if (r->stopped) return;
-  int is_client = s == &r->client;
+  int is_client = s == r->client;
   if (status < 0) return report_close(r, is_client ? "client" : "server", uv_strerror(status));
   if ((events & (UV_WRITABLE | UV_READABLE)) && s->out.len > 0 && flush_out(s) < 0)
     return report_close(r, is_client ? "client" : "server", strerror(errno));
@@ -569,7 +571,7 @@ static void on_poll(side_t *s, int status, int events) {
 
 static void on_kick(uv_timer_t *timer) {
   relay_t *r = timer->data;
-  for (side_t *s = &r->client; !r->stopped && s; s = s == &r->client ? r->server : NULL)
+  for (side_t *s = r->client; !r->stopped && s; s = s == r->client ? r->server : NULL)
     if (side_pending(r, s) && relay_read(r, s) < 0) return;
   update_polls(r);
   kick_if_pending(r);
@@ -585,7 +587,6 @@ static void free_needles(relay_t *r) {
 static void relay_free_if_done(relay_t *r) {
   if (r->open_handles > 0 || r->wrapper_alive) return;
   free_needles(r);
-  bytes_free(&r->client.out);
   framer_free(&r->from_client.state);
   framer_free(&r->from_server);
   free(r);
@@ -600,11 +601,18 @@ static void handle_gone(relay_t *r) {
   relay_free_if_done(r);
 }
 
-static void on_handle_closed(uv_handle_t *handle) {
+/* The client's side is the relay's own, or its login's, which closes the descriptor. */
+static void on_client_closed(uv_handle_t *handle) {
   side_t *s = handle->data;
-  close(s->io.fd);
-  stream_io_free(&s->io);
-  handle_gone(s->relay);
+  relay_t *r = s->relay;
+  bytes_free(&s->out);
+  if (s == &r->own_client) {
+    close(s->io.fd);
+    stream_io_free(&s->io);
+  } else {
+    login_side_closed(s);
+  }
+  handle_gone(r);
 }
 
 static void on_kick_closed(uv_handle_t *handle) { handle_gone(handle->data); }
@@ -620,12 +628,12 @@ static void on_server_closed(uv_handle_t *handle) {
 static void relay_halt(relay_t *r, int keep) {
   if (r->stopped) return;
   r->stopped = 1;
-  uv_close((uv_handle_t *)&r->client.poll, on_handle_closed);
+  uv_close((uv_handle_t *)&r->client->poll, on_client_closed);
   if (keep) r->open_handles--;
   else uv_close((uv_handle_t *)&r->server->poll, on_server_closed);
   uv_close((uv_handle_t *)&r->kick, on_kick_closed);
   /* The TLS connections go back to their pumps, for JavaScript to finish the session with. */
-  if (r->client.channel) tls_channel_resume(r->client.channel);
+  if (r->client->channel) tls_channel_resume(r->client->channel);
   if (!keep && r->server->channel) tls_channel_resume(r->server->channel);
   r->server = NULL;
 }
@@ -690,8 +698,10 @@ static napi_value js_stop(napi_env env, napi_callback_info info) {
   CHECK(napi_unwrap(env, self, (void **)&r));
   if (argc > 0) napi_get_value_bool(env, argv[0], &keep);
   CHECK(napi_create_object(env, &result));
+  /* Once stopped, a side may be gone: its bytes were handed over by the first stop. */
+  size_t to_client = r->stopped ? 0 : r->client->out.len;
   napi_set_named_property(env, result, "toClient",
-                          buffer_copy(env, r->client.out.data, r->client.out.len));
+                          buffer_copy(env, to_client ? r->client->out.data : NULL, to_client));
   size_t to_server = r->stopped ? 0 : r->server->out.len;
   napi_set_named_property(env, result, "toServer",
                           buffer_copy(env, to_server ? r->server->out.data : NULL, to_server));
@@ -701,8 +711,7 @@ static napi_value js_stop(napi_env env, napi_callback_info info) {
   int kept = link != NULL;
   if (!kept) napi_get_undefined(env, &link);
   napi_set_named_property(env, result, "serverLink", link);
-  r->client.out.len = 0;
-  if (!r->stopped) r->server->out.len = 0;
+  if (!r->stopped) r->client->out.len = r->server->out.len = 0;
   relay_halt(r, kept);
   return result;
 }
@@ -792,6 +801,23 @@ static int init_side(relay_t *r, side_t *s, uv_loop_t *loop, int fd, tls_channel
   }
   s->poll.data = s;
   s->on_poll = on_poll;
+  r->open_handles++;
+  return 0;
+}
+
+/* The client's side: that of a login in C waiting for it (options.clientLogin), else the
+ * relay's own, reading a duplicate of `fd` or the TLS connection of options.clientTls. */
+static int attach_client(napi_env env, relay_t *r, uv_loop_t *loop, int fd, napi_value options) {
+  side_t *login = login_side_waiting(env, get_named(env, options, "clientLogin"));
+  if (!login) {
+    r->client = &r->own_client;
+    tls_channel_t *tls = tls_channel_of(env, get_named(env, options, "clientTls"));
+    return init_side(r, r->client, loop, fd, tls);
+  }
+  /* Its watch stays: the first update_polls finds it right, or starts it. */
+  r->client = login;
+  login->relay = r;
+  login->on_poll = on_poll;
   r->open_handles++;
   return 0;
 }
@@ -926,8 +952,8 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   r->progress.progress_at = uv_now(loop);
   fill_types(env, get_named(env, argv[2], "frontendTypes"), r->from_client.valid);
   napi_value options = argv[2];
-  tls_channel_t *client_tls = tls_channel_of(env, get_named(env, options, "clientTls"));
-  if (configure(env, r, options) < 0 || init_side(r, &r->client, loop, client_fd, client_tls) < 0) {
+  r->loop = loop;
+  if (configure(env, r, options) < 0 || attach_client(env, r, loop, client_fd, options) < 0) {
     if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
     free_needles(r);
     free(r);
@@ -935,10 +961,16 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
     return NULL;
   }
   if (attach_server(env, r, loop, server_fd, options) < 0) {
-    /* The client's handle lives in r: both go once its close completes. */
     if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
-    if (client_tls) tls_channel_resume(client_tls);
-    uv_close((uv_handle_t *)&r->client.poll, on_failed_init_closed);
+    if (r->client->channel) tls_channel_resume(r->client->channel);
+    /* The client's handle lives in r (both go once its close completes), or in its login. */
+    if (r->client == &r->own_client) {
+      uv_close((uv_handle_t *)&r->client->poll, on_failed_init_closed);
+    } else {
+      login_side_close(r->client);
+      free_needles(r);
+      free(r);
+    }
     napi_throw_error(env, NULL, "pgfence relay: cannot watch the server socket");
     return NULL;
   }

@@ -6,6 +6,7 @@ import { descriptorOf, stopReading } from '../net/socket-handle.js'
 import { nativeTlsChannel, type NativeTlsChannel } from '../net/native-tls.js'
 import type { CarriedProgress, RequestProgress } from './request-progress.js'
 import type { ServerLinkHandle } from './server-link.js'
+import type { LoginWatch } from '../client/client-connection.js'
 
 /** What is left when a native relay stops: bytes not yet written, and where the server stands. */
 export interface RelayRemainder {
@@ -56,6 +57,8 @@ export interface NativeRelayOptions extends NativeRelaySettings {
   serverTls?: NativeTlsChannel
   /** A server link that waits: the relay takes its side over instead of the server socket's. */
   serverLink?: ServerLinkHandle
+  /** The client's login in C, still watching its descriptor: the relay takes the watch over. */
+  clientLogin?: LoginWatch
   /** Every message type a client may send, as a string of type bytes. */
   frontendTypes: string
   /** Where the session's requests stand when the relay takes it over. */
@@ -134,6 +137,8 @@ export interface RelayedSockets {
   serverReadsAgain?: boolean
   /** A pooled connection's server link, if C watches it (ServerConnection.takeLink). */
   takeServerLink?: () => ServerLinkHandle | null
+  /** The login in C that watches a client given as a descriptor (ClientConnection). */
+  takeLoginWatch?: () => LoginWatch | null
 }
 
 /**
@@ -147,7 +152,12 @@ export function relaySession(
   server: net.Socket,
   settings: NativeRelaySettings,
   hooks: RelayHooks,
-  { clientReadsAgain = false, serverReadsAgain = false, takeServerLink }: RelayedSockets = {},
+  {
+    clientReadsAgain = false,
+    serverReadsAgain = false,
+    takeServerLink,
+    takeLoginWatch,
+  }: RelayedSockets = {},
 ): NativeRelay | null {
   if (!nativeRelayModule) return null
   const clientSocket = typeof client === 'number' ? null : client
@@ -157,6 +167,8 @@ export function relaySession(
   // A link that take() gave is one C watches: the relay reads its descriptor.
   const serverFd = serverLink ? -1 : plainDescriptor(server)
   if (serverFd === null) return null
+  // Taken last: nothing after it may fail.
+  const clientLogin = clientSocket ? undefined : (takeLoginWatch?.() ?? undefined)
   if (clientSocket) stopReading(clientSocket, !clientReadsAgain)
   if (!serverLink) stopReading(server, !serverReadsAgain)
   // Every property named, no spread: V8 (11.3) gives an object spread and then added to a new
@@ -170,6 +182,7 @@ export function relaySession(
     clientTls: clientSocket ? nativeTlsChannel(clientSocket) : undefined,
     serverTls: nativeTlsChannel(server),
     serverLink,
+    clientLogin,
     progress: hooks.progress,
     onMessage: hooks.onMessage,
     onServerMessage: hooks.onServerMessage,

@@ -388,7 +388,11 @@ export class ProxySession {
         },
       },
       // A pooled server connection reads again after the session, or goes on in C.
-      { serverReadsAgain: this.options.pooled !== undefined, takeServerLink: this.takeLink },
+      {
+        serverReadsAgain: this.options.pooled !== undefined,
+        takeServerLink: this.takeLink,
+        takeLoginWatch: this.takeLoginWatch,
+      },
     )
     if (!this.native) return false
     this.options.logger.debug('session relayed natively')
@@ -411,6 +415,7 @@ export class ProxySession {
   }
 
   private readonly takeLink = () => this.options.pooled?.takeLink() ?? null
+  private readonly takeLoginWatch = () => this.connection.takeLoginWatch()
 
   /**
    * Takes both sockets back from the native relay, with the bytes it had not written yet.

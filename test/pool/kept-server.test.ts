@@ -1,12 +1,12 @@
 // A session-mode server connection that C keeps watching between clients (a server link,
 // src/native/server-link.h): after a clean goodbye the reset goes out from C and the next
 // client's relay takes the connection over as it is; anything else goes back to JavaScript.
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { adminQuery, createTestDatabase, type TestDatabase } from '../support/database.js'
 import { startTestProxy, type TestProxy } from '../support/proxy.js'
 import { POOL_PASSWORD, writeUserlist } from './support.js'
+import { descriptorsOf as descriptorsOfEnds } from '../support/descriptors.js'
 
 let db: TestDatabase
 let proxy: TestProxy
@@ -31,6 +31,12 @@ async function connect(): Promise<pg.Client> {
   return client
 }
 
+/**
+ * pgfence's descriptors for its server connection from `port`: 1 while Node's socket reads it,
+ * 2 while C watches it too, 0 once closed.
+ */
+const descriptorsOf = (port: number) => descriptorsOfEnds({ local: port })
+
 /** The pool's one backend: its pid, and the port of pgfence's end of the connection. */
 async function backend(): Promise<{ pid: number; port: number }> {
   const { rows } = await adminQuery(
@@ -39,30 +45,6 @@ async function backend(): Promise<{ pid: number; port: number }> {
   )
   expect(rows).toHaveLength(1)
   return rows[0]
-}
-
-/**
- * This process's descriptors (the proxy runs in it) for the TCP socket bound to local `port`:
- * 1 while the connection's Node socket reads it, 2 while C watches it too, 0 once closed.
- */
-function descriptorsOf(port: number): number {
-  const local = `:${port.toString(16).toUpperCase().padStart(4, '0')}`
-  const inodes = new Set<string>()
-  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
-      const fields = line.trim().split(/\s+/)
-      if (fields[1]?.endsWith(local)) inodes.add(`socket:[${fields[9]}]`)
-    }
-  }
-  let count = 0
-  for (const fd of readdirSync('/proc/self/fd')) {
-    try {
-      if (inodes.has(readlinkSync(`/proc/self/fd/${fd}`))) count++
-    } catch {
-      // closed while listed
-    }
-  }
-  return count
 }
 
 describe('a server connection kept in C between clients', () => {

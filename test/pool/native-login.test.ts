@@ -31,6 +31,7 @@ import {
 import { Frontend, MAX_AUTH_MESSAGE } from '../../src/wire/protocol.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { startTestProxy, type TestProxy } from '../support/proxy.js'
+import { descriptorsOf } from '../support/descriptors.js'
 import { POOL_PASSWORD, writeUserlist } from '../support/pool-auth.js'
 import { pgBin, runCommand } from '../e2e/support/commands.js'
 import {
@@ -302,6 +303,45 @@ describe('logins in C through the proxy (session pool, the userlist’s password
     expect(await untilReady(client)).toEqual(['T', 'D', 'C', 'Z'])
     client.socket.destroy()
     await vi.waitFor(() => expect(proxy.connectionCount()).toBe(0))
+  })
+
+  test('the login’s descriptor goes with the session, to the relay or to JavaScript', async () => {
+    // Whole query after the greeting: the relay takes the login's watch over and closes it with
+    // the session; half a query with the last SCRAM message: JavaScript reads through a socket
+    // and closes the watch (a watch dropped unclosed would go with its value's collection).
+    for (const withFinal of [NOTHING, query('SELECT 1').subarray(0, 7)]) {
+      const client = await rawClient()
+      const ends = { local: proxy.port, remote: client.socket.localPort! }
+      await scram(client, withFinal)
+      await untilReady(client)
+      const closed = once(client.socket, 'close')
+      client.socket.destroy()
+      await closed
+      await vi.waitFor(() => expect(descriptorsOf(ends)).toBe(0))
+    }
+  })
+
+  test('a client refused after it authenticated sees its connection close', async () => {
+    const client = await rawClient()
+    client.socket.write(
+      startupMessage([
+        ['user', 'postgres'],
+        ['database', `${db.name}_missing`],
+      ]),
+    )
+    expect((await client.next()).equals(SASL_OFFER)).toBe(true)
+    const exchange = new ScramClientExchange((salt, iterations) =>
+      deriveKeys(POOL_PASSWORD, salt, iterations),
+    )
+    client.socket.write(saslInitialResponse('SCRAM-SHA-256', exchange.first()))
+    const serverFirst = serverFirstOf(await client.next())
+    const ended = once(client.socket, 'end')
+    client.socket.write(saslResponse(exchange.final(serverFirst)))
+    const refusal = await client.next()
+    expect(String.fromCharCode(refusal[0]!)).toBe('E')
+    expect(refusal.toString('latin1')).toContain('3D000')
+    await ended
+    client.socket.destroy()
   })
 
   test('an SSLRequest is refused in C and the login goes on in plaintext', async () => {
