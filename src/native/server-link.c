@@ -214,6 +214,7 @@ napi_value js_link_reset(napi_env env, napi_callback_info info) {
       napi_get_buffer_info(env, argv[1], &bytes, &len) != napi_ok ||
       napi_get_value_int32(env, argv[2], &ready) != napi_ok || ready < 1)
     return throw_error(env, "pgfence link: linkReset(link, bytes, readyCount, onEvent)");
+  drop_callback(link);
   napi_create_reference(env, argv[3], 1, &link->on_event);
   /* The server sent something, or closed, since the relay let go: the link closed then. */
   if (link->state != KEPT) {

@@ -114,10 +114,14 @@ export class ServerConnection {
     this.link = new ServerLink(handle, () => this.socket.destroy())
   }
 
-  /** The link for a relay to take over, when C watches the connection; its socket stays stopped. */
+  /**
+   * The link for a relay to take over, when C watches the connection (its socket stays stopped);
+   * a link that cannot go over is closed, and the socket reads again.
+   */
   takeLink(): ServerLinkHandle | null {
     const handle = this.link?.take() ?? null
-    this.link = null
+    if (handle) this.link = null
+    else this.readAgain()
     return handle
   }
 

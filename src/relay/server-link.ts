@@ -15,6 +15,7 @@ interface ServerLinkModule {
 }
 
 const addon = nativeAddon as ServerLinkModule | null
+const EMPTY = Buffer.alloc(0)
 
 /**
  * A pooled server connection's descriptor that C went on watching when its client left cleanly
@@ -44,7 +45,7 @@ export class ServerLink {
         this.close()
         resolve(null)
       }, timeoutMs)
-      addon!.linkReset(this.handle, bytes, readyCount, (event, statuses) => {
+      const onEvent = (event: LinkEvent, statuses: Buffer) => {
         clearTimeout(timer)
         if (event === LinkEvent.Reset) {
           this.waiting = true
@@ -54,7 +55,13 @@ export class ServerLink {
         this.held = this.waiting = false
         if (event === LinkEvent.Ended && waited) return this.onEnd()
         resolve(null)
-      })
+      }
+      try {
+        addon!.linkReset(this.handle, bytes, readyCount, onEvent)
+      } catch {
+        // A link a relay holds: not one to reset (the connection is not reused).
+        onEvent(LinkEvent.Failed, EMPTY)
+      }
     })
   }
 

@@ -531,7 +531,9 @@ export class ProxySession {
     this.upstream.off('close', this.onUpstreamClose)
     this.upstream.off('error', this.onUpstreamError)
     const pooled = this.options.pooled!
-    if (this.keptLink) return pooled.release(true, this.keptLink)
+    const link = this.keptLink
+    this.keptLink = null
+    if (link) return pooled.release(true, link)
     if (wasNative) resumeReading(this.upstream)
     pooled.release(this.terminating && this.framer.atBoundary())
   }
