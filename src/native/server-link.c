@@ -119,7 +119,7 @@ napi_value link_keep(server_link_t *link) {
   link->side.on_poll = on_poll;
   link->side.relay = NULL;
   link->state = KEPT;
-  link->handle_open = 1;
+  link->handle_open = 1; /* open since the relay's init_side: the link closes it from now on */
   return value;
 }
 

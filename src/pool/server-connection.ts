@@ -250,8 +250,11 @@ export class ServerConnection {
       timeoutMs,
     )
     if (statuses === null) return false
-    for (let at = 0; at < statuses.length; at += 1 + statuses.readUInt32BE(at + 1))
-      this.noteParameter(statuses.subarray(at, at + 1 + statuses.readUInt32BE(at + 1)))
+    for (let at = 0; at < statuses.length;) {
+      const end = at + 1 + statuses.readUInt32BE(at + 1)
+      this.noteParameter(statuses.subarray(at, end))
+      at = end
+    }
     this.forgetSession()
     return true
   }

@@ -130,7 +130,7 @@ export type RelayHooks = Pick<
 >
 
 /** How the sockets go on outside the relay. */
-export interface RelayedSockets {
+export interface SocketsAfterRelay {
   /** The client's socket reads again after the relay (transaction mode, between transactions). */
   clientReadsAgain?: boolean
   /** The server socket outlives the relay (a pooled connection) and keeps its read buffer. */
@@ -157,7 +157,7 @@ export function relaySession(
     serverReadsAgain = false,
     takeServerLink,
     takeLoginWatch,
-  }: RelayedSockets = {},
+  }: SocketsAfterRelay = {},
 ): NativeRelay | null {
   if (!nativeRelayModule) return null
   const clientSocket = typeof client === 'number' ? null : client
