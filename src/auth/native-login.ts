@@ -2,7 +2,11 @@ import { nativeAddon } from '../native-addon.js'
 import { LoginFailure, LoginOutcome, loginFailureError } from './login-codes.js'
 import { serverFirstSuffix, type ScramKeys, type ScramVerifier } from './scram.js'
 import { decodeStartupPacket } from '../wire/startup-packet.js'
-import type { ClientConnection, LoginWatch } from '../client/client-connection.js'
+import type {
+  ClientConnection,
+  LoginWatch,
+  LoginWatchControl,
+} from '../client/client-connection.js'
 import type { Handshake } from '../client/startup-handshake.js'
 import type { AuthenticatedConnection } from './connection-login.js'
 import { scramAuthenticated } from './client-authenticator.js'
@@ -34,6 +38,7 @@ interface NativeLoginModule {
   clientLogins(offer: Buffer, choose: (packet: Buffer) => Buffer | null): Logins
   loginStart(logins: Logins, fd: number, done: (...report: Report) => void): Login
   loginClose(login: Login): void
+  loginRead(login: Login, onBytes: (chunk: Buffer | undefined) => boolean): void
 }
 
 const addon =
@@ -41,7 +46,11 @@ const addon =
     ? (nativeAddon as unknown as NativeLoginModule)
     : null
 
-const closeLogin = (login: Login) => addon!.loginClose(login)
+/** An authenticated login's watch, closed or read through by its connection. */
+const watchControl: LoginWatchControl = {
+  close: (login) => addon!.loginClose(login),
+  read: (login, onBytes) => addon!.loginRead(login, onBytes),
+}
 
 /** Whether the addon was built with the login. */
 export const nativeLoginAvailable = addon !== null
@@ -118,7 +127,7 @@ export class NativeLogins {
     return new Promise((resolve) => {
       const login = addon!.loginStart(this.logins, fd, (...args) => {
         stopWatching()
-        if (args[0] === LoginOutcome.Authenticated) connection.keepLoginWatch(login, closeLogin)
+        if (args[0] === LoginOutcome.Authenticated) connection.keepLoginWatch(login, watchControl)
         resolve(result(...args))
       })
       const stopWatching = connection.onClose(() => {

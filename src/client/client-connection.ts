@@ -21,6 +21,16 @@ const readBuffers = new ReadBufferPool(16 * 1024, 64)
  */
 export type LoginWatch = { readonly brand: unique symbol }
 
+/** What a connection does with its login's watch (src/auth/native-login.ts gives it). */
+export interface LoginWatchControl {
+  close(watch: LoginWatch): void
+  /**
+   * Reads the client through the watch: `onBytes` gets each read, undefined once at the client's
+   * end; a return of false pauses reading until the next call.
+   */
+  read(watch: LoginWatch, onBytes: (chunk: Buffer | undefined) => boolean): void
+}
+
 /** What Node's accepting handle gives for a client: its TCP (or pipe) handle, no socket yet. */
 interface AcceptedHandle {
   fd: number
@@ -33,7 +43,8 @@ interface AcceptedHandle {
  * A client connection whose bytes go to whichever phase owns it now: startup, then the session.
  * One accepted for a login in C has no Node socket until JavaScript must read or write through
  * one (`socket`): a pooled session the native relay carries from the login on never needs it,
- * and spares the socket's making and closing.
+ * nor does a transaction-mode session read through the login's watch (startReading) whose
+ * answers the kernel takes at once; both spare the socket's making and closing.
  */
 export class ClientConnection {
   private receiver: BytesReceiver = () => false
@@ -44,9 +55,11 @@ export class ClientConnection {
   private readonly closeListeners = new Set<() => void>()
   private closeNotified = false
   private readonly errorListeners: ((err: Error) => void)[] = []
-  /** The login's watch on the descriptor, and how to close it, until a relay takes it. */
+  /** The login's watch on the descriptor, and what to do with it, until a relay takes it. */
   private loginWatch: LoginWatch | null = null
-  private closeLoginWatch: ((watch: LoginWatch) => void) | null = null
+  private watchControl: LoginWatchControl | null = null
+  /** Reading was asked for (startReading): a socket made to write the rest reads too. */
+  private reading = false
 
   private constructor(socket: net.Socket | tls.TLSSocket | null) {
     if (socket) this.adopt(socket)
@@ -97,13 +110,29 @@ export class ClientConnection {
   }
 
   /**
-   * The login in C goes on watching the descriptor, for a relay to take over (takeLoginWatch);
-   * `close` closes the watch when anything else reads or closes the client. A duplicate of the
-   * descriptor left open would keep the connection open after the client's own close.
+   * The login in C goes on watching the descriptor, for a relay to take over (takeLoginWatch)
+   * or to read the client (startReading); the watch is closed when anything else reads or closes
+   * the client. A duplicate of the descriptor left open would keep the connection open after the
+   * client's own close.
    */
-  keepLoginWatch(watch: LoginWatch, close: (watch: LoginWatch) => void): void {
+  keepLoginWatch(watch: LoginWatch, control: LoginWatchControl): void {
     this.loginWatch = watch
-    this.closeLoginWatch = close
+    this.watchControl = control
+  }
+
+  /**
+   * Delivers the client's bytes to the receiver from now on (again, after it returned false):
+   * through the login's watch while the client has no socket, so that a session that reads the
+   * client from JavaScript needs none until it writes more than the kernel takes at once.
+   */
+  startReading(): void {
+    this.reading = true
+    if (this.own || !this.loginWatch) return void this.socket.resume()
+    this.watchControl!.read(this.loginWatch, (chunk) => {
+      if (chunk) return this.receive(chunk)
+      this.destroy()
+      return false
+    })
   }
 
   /** The login's watch, for the native relay to take over; null when there is none. */
@@ -115,7 +144,7 @@ export class ClientConnection {
 
   private dropLoginWatch(): void {
     const watch = this.takeLoginWatch()
-    if (watch) this.closeLoginWatch!(watch)
+    if (watch) this.watchControl!.close(watch)
   }
 
   /** The client's descriptor while it has no socket and is open, else its socket. */
@@ -180,7 +209,11 @@ export class ClientConnection {
       // EAGAIN: the socket below queues it all; anything else: the client is gone.
       if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') return this.destroy()
     }
-    if (written < bytes.length) this.socket.write(bytes.subarray(written))
+    if (written === bytes.length) return
+    const socket = this.socket
+    // What the watch read has been received: the socket reads what follows.
+    if (this.reading) socket.resume()
+    socket.write(bytes.subarray(written))
   }
 
   /** Closes once what was written has gone out. */

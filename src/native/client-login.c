@@ -20,6 +20,9 @@
  *       REFUSED        packet; failure: LOGIN_FAILURE_*; detail: the length or type it is about
  *       CLOSED         the client left or its socket failed
  *   loginClose(login): stops a login under way; done is not called.
+ *   loginRead(login, onBytes): an authenticated login no relay took reads the client for
+ *     JavaScript: onBytes(chunk) for each read, onBytes(undefined) once at the client's end or a
+ *     failed read; a return of false pauses reading until loginRead is called again
  */
 #define NAPI_VERSION 8
 #include <errno.h>
@@ -67,6 +70,7 @@ typedef struct {
   enum phase phase;
   bytes_t in, out, packet;
   scram_server_t scram;
+  napi_ref reader; /* loginRead's onBytes, while JavaScript reads the client through the login */
   int handle_open, finalized;
 } login_t;
 
@@ -112,9 +116,16 @@ static void on_closed(uv_handle_t *handle) {
   login_free_if_done(login);
 }
 
+static void drop_reader(login_t *login) {
+  if (!login->reader) return;
+  napi_delete_reference(login->setup->env, login->reader);
+  login->reader = NULL;
+}
+
 /* Ends the login: the descriptor's duplicate is let go before JavaScript reads the client. A
  * relay that took the side over closes it itself. */
 static void stop(login_t *login) {
+  drop_reader(login);
   if (login->phase == OVER || login->side.relay) return;
   login->phase = OVER;
   uv_close((uv_handle_t *)&login->side.poll, on_closed);
@@ -312,10 +323,47 @@ static void advance(login_t *login) {
   }
 }
 
+/* Gives one read to loginRead's callback (NULL: the client's end); whether to read on. */
+static int pass(login_t *login, const uint8_t *p, size_t n) {
+  napi_env env = login->setup->env;
+  napi_handle_scope scope;
+  napi_open_handle_scope(env, &scope);
+  napi_value fn, chunk = buffer_or_undefined(env, p, n, p != NULL);
+  napi_get_reference_value(env, login->reader, &fn);
+  napi_value result = call(login->setup, fn, 1, &chunk);
+  bool more = true;
+  napi_valuetype type;
+  if (result && napi_typeof(env, result, &type) == napi_ok && type == napi_boolean)
+    napi_get_value_bool(env, result, &more);
+  napi_close_handle_scope(env, scope);
+  return more;
+}
+
+/* Reads the client for JavaScript until the socket is drained, the client ends or JavaScript
+ * pauses; the callback may close the login or read through a socket of its own meanwhile. */
+static void read_for_javascript(login_t *login, int status) {
+  for (;;) {
+    ssize_t n = status < 0 ? -1 : read(login->side.io.fd, read_buffer, sizeof read_buffer);
+    if (n < 0 && status >= 0 && errno == EINTR) continue;
+    if (n < 0 && status >= 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      side_watch(&login->side, 0);
+      pass(login, NULL, 0);
+      return drop_reader(login);
+    }
+    int more = pass(login, read_buffer, (size_t)n);
+    if (login->phase != HANDED || !login->reader) return;
+    if (!more) return side_watch(&login->side, 0);
+    if ((size_t)n < sizeof read_buffer) return;
+  }
+}
+
 static void on_poll(side_t *side, int status, int events) {
   login_t *login = (login_t *)side;
-  /* Authenticated: what the client sends now is the session's, read by its relay. */
-  if (login->phase == HANDED) return side_watch(side, 0);
+  /* Authenticated: what the client sends now is the session's, read by its relay, or by
+   * JavaScript once it asks (loginRead). */
+  if (login->phase == HANDED)
+    return login->reader ? read_for_javascript(login, status) : side_watch(side, 0);
   if (status < 0) return report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
   if ((events & UV_WRITABLE) && flush(login) < 0)
     return report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
@@ -340,6 +388,7 @@ static void setup_finalize(napi_env env, void *data, void *hint) {
 
 static void login_finalize(napi_env env, void *data, void *hint) {
   login_t *login = data;
+  drop_reader(login);
   if (login->done) napi_delete_reference(env, login->done);
   login->done = NULL;
   login->finalized = 1;
@@ -415,9 +464,27 @@ napi_value js_login_close(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+napi_value js_login_read(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  login_t *login = NULL;
+  napi_valuetype type;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 ||
+      !(login = tagged(env, argv[0], &LOGIN_TAG)) ||
+      napi_typeof(env, argv[1], &type) != napi_ok || type != napi_function)
+    return throw_error(env, "pgfence login: loginRead(login, onBytes)");
+  if (login->phase != HANDED || login->side.relay)
+    return throw_error(env, "pgfence login: loginRead on a login that is not authenticated");
+  drop_reader(login);
+  napi_create_reference(env, argv[1], 1, &login->reader);
+  side_watch(&login->side, UV_READABLE);
+  return NULL;
+}
+
 side_t *login_side_waiting(napi_env env, napi_value value) {
   login_t *login = tagged(env, value, &LOGIN_TAG);
-  return login && login->phase == HANDED && !login->side.relay ? &login->side : NULL;
+  return login && login->phase == HANDED && !login->side.relay && !login->reader ? &login->side
+                                                                                 : NULL;
 }
 
 void login_side_closed(side_t *side) {

@@ -8,6 +8,7 @@
 napi_value js_client_logins(napi_env env, napi_callback_info info);
 napi_value js_login_start(napi_env env, napi_callback_info info);
 napi_value js_login_close(napi_env env, napi_callback_info info);
+napi_value js_login_read(napi_env env, napi_callback_info info);
 
 /*
  * A login that authenticated keeps its duplicate of the client's descriptor, watched, for the
@@ -15,7 +16,8 @@ napi_value js_login_close(napi_env env, napi_callback_info info);
  * what the client sends waits in the socket (the watch stops at the first event).
  */
 
-/* The side of the login a JavaScript value is, if it authenticated and waits for a relay. */
+/* The side of the login a JavaScript value is, if it authenticated and waits for a relay (one
+ * that reads the client for JavaScript does not). */
 side_t *login_side_waiting(napi_env env, napi_value value);
 
 /* The relay that took the side closed its handle: the descriptor is closed, the login freed

@@ -1127,6 +1127,7 @@ NAPI_MODULE_INIT() {
                                                {"clientLogins", js_client_logins},
                                                {"loginStart", js_login_start},
                                                {"loginClose", js_login_close},
+                                               {"loginRead", js_login_read},
                                                {"linkReset", js_link_reset},
                                                {"linkClose", js_link_close},
                                                {"releaseFreeMemory", js_release_free_memory}};

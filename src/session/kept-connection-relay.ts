@@ -17,7 +17,8 @@ import { interceptedTypeChars } from '../relay/intercepted-types.js'
 
 /** What relaying a kept connection needs from its transaction session. */
 export interface KeptConnectionOptions {
-  client: net.Socket
+  /** The client's socket (made when first asked for: a session may never hand over). */
+  client: () => net.Socket
   /** The client's named statements, as the session keeps them (read here, never changed). */
   statements: ReadonlyMap<string, Buffer>
   /** Limits and rewriter, read when the relay starts and at each reconfigure(). */
@@ -94,7 +95,7 @@ export class KeptConnectionRelay {
   relay(server: ServerConnection): void {
     if (this.native || !this.holdsOwnStatements(server)) return
     this.native = relaySession(
-      this.options.client,
+      this.options.client(),
       server.socket,
       this.settings(),
       {
@@ -119,7 +120,8 @@ export class KeptConnectionRelay {
   takeBack(): boolean {
     const native = this.native!
     const server = this.server!
-    const { client, requests } = this.options
+    const { requests } = this.options
+    const client = this.options.client()
     const progress = native.progress()
     this.stoppedTransactions += progress.transactions
     requests.resume(progress)

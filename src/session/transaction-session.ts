@@ -108,7 +108,6 @@ export class TransactionSession {
   private readonly toClient: Buffer[] = []
   /** While a read is framed: a ReadyForQuery in it ended a transaction (acted on after it). */
   private transactionOver = false
-  private readonly client: ClientConnection['socket']
   /** Transactions ended so far (server connection given back). */
   private transactions = 0
   /** Set by closeWhenIdle: sent once the client holds no server connection. */
@@ -129,12 +128,11 @@ export class TransactionSession {
     private readonly connection: ClientConnection,
     private readonly options: TransactionSessionOptions,
   ) {
-    this.client = connection.socket
     this.closed = new Promise((resolve) => (this.markClosed = resolve))
     this.settings = new Map(options.settings.map(([name, value]) => [name.toLowerCase(), value]))
     this.maintenance = new MaintenanceLog(options.logger, new Map(options.settings))
     this.kept = new KeptConnectionRelay({
-      client: this.client,
+      client: () => connection.socket,
       statements: this.statements.parses,
       live: options.live,
       requests: this.requests,
@@ -193,10 +191,10 @@ export class TransactionSession {
       this.flush()
       return true
     })
-    this.client.on('close', () => this.finish())
-    this.client.on('error', () => {})
+    this.connection.onClose(() => this.finish())
+    this.connection.onError(() => {})
     if (leftover.length > 0) this.framer.push(leftover)
-    this.client.resume()
+    this.connection.startReading()
   }
 
   /**
@@ -261,14 +259,14 @@ export class TransactionSession {
       : undefined
     // The server's messages reach the client whole before the error.
     const atBoundary = this.kept.active ? this.kept.takeBack() : true
-    if (atBoundary && this.client.writable) this.client.write(error.encode())
+    if (atBoundary && this.connection.writable) this.connection.write(error.encode())
     this.finish(!busy)
     await cancelled
   }
 
   terminate(error?: PgError): void {
     const atBoundary = this.kept.active ? this.kept.takeBack() : this.answers.outstanding === 0
-    if (error && this.client.writable && atBoundary) this.client.write(error.encode())
+    if (error && this.connection.writable && atBoundary) this.connection.write(error.encode())
     this.finish()
   }
 
@@ -429,7 +427,7 @@ export class TransactionSession {
     this.serverFramer.push(chunk)
     const out = this.toClient
     if (out.length > 0 && !this.ended())
-      this.client.write(out.length === 1 ? Buffer.from(out[0]!) : Buffer.concat(out))
+      this.connection.write(out.length === 1 ? Buffer.from(out[0]!) : Buffer.concat(out))
     out.length = 0
     const transactionOver = this.transactionOver
     this.transactionOver = false
@@ -545,7 +543,7 @@ export class TransactionSession {
 
   private fail(error: PgError): void {
     if (this.kept.active) this.kept.takeBack()
-    if (this.client.writable) this.client.write(error.encode())
+    if (this.connection.writable) this.connection.write(error.encode())
     this.finish()
   }
 
@@ -602,8 +600,7 @@ export class TransactionSession {
           async (s) => reusable && s.reset(true, resetTimeoutMs),
         )
     }
-    this.client.end()
-    this.client.destroySoon()
+    this.connection.end()
     this.markClosed()
   }
 }

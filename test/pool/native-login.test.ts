@@ -398,3 +398,80 @@ describe('logins in C through the proxy (session pool, the userlist’s password
     })
   })
 })
+
+describe('a transaction-pool client logged in by C (read through the login’s watch)', () => {
+  let db: TestDatabase
+  let proxy: TestProxy
+
+  beforeAll(async () => {
+    db = await createTestDatabase('native_login_tx')
+    proxy = await startTestProxy({
+      pool: { mode: 'transaction', size: 1 },
+      auth: { file: writeUserlist() },
+      relay: 'native',
+    })
+  })
+
+  afterAll(async () => {
+    await proxy?.close()
+    await db?.drop()
+  })
+
+  /** A node-postgres client through the proxy, and the ends of its connection there. */
+  async function connected() {
+    const client = new pg.Client({
+      connectionString: proxy.url('postgres', db.name, POOL_PASSWORD),
+    })
+    await client.connect()
+    const stream = (client as unknown as { connection: { stream: net.Socket } }).connection.stream
+    return { client, stream, ends: { local: proxy.port, remote: stream.localPort! } }
+  }
+
+  test('its bytes come through the watch, with no socket: two descriptors until it leaves', async () => {
+    const { client, ends } = await connected()
+    for (let i = 0; i < 3; i++)
+      expect((await client.query('SELECT $1::int * 2 AS v', [i])).rows).toEqual([{ v: 2 * i }])
+    // The accepted handle's and the login's duplicate; a socket would have closed the second.
+    expect(descriptorsOf(ends)).toBe(2)
+    await client.end()
+    await vi.waitFor(() => expect(descriptorsOf(ends)).toBe(0))
+    await vi.waitFor(() => expect(proxy.connectionCount()).toBe(0))
+  })
+
+  test('a client that goes without a goodbye ends its session, and the pool serves the next', async () => {
+    const { client, stream, ends } = await connected()
+    await client.query('SELECT 1')
+    client.on('error', () => {})
+    stream.destroy()
+    await vi.waitFor(() => expect(descriptorsOf(ends)).toBe(0))
+    await vi.waitFor(() => expect(proxy.connectionCount()).toBe(0))
+    const next = await connected()
+    expect((await next.client.query('SELECT 5 AS v')).rows).toEqual([{ v: 5 }])
+    await next.client.end()
+  })
+
+  test('an answer larger than the kernel takes goes on through a socket made then, which reads on', async () => {
+    const { client, stream, ends } = await connected()
+    await client.query('SELECT 1')
+    stream.pause()
+    const big = client.query("SELECT repeat('x', 16 * 1024 * 1024) AS v")
+    // The rest of the answer waits in a socket, which took over from the watch.
+    await vi.waitFor(() => expect(descriptorsOf(ends)).toBe(1), { timeout: 10_000 })
+    stream.resume()
+    expect((await big).rows[0].v).toHaveLength(16 * 1024 * 1024)
+    expect((await client.query('SELECT $1::text AS v', ['after'])).rows).toEqual([{ v: 'after' }])
+    await client.end()
+    await vi.waitFor(() => expect(descriptorsOf(ends)).toBe(0))
+  })
+
+  test('a client kept on its connection is handed to the native relay and back', async () => {
+    const { client, ends } = await connected()
+    await client.query('SET app.fencing_token = 7')
+    for (let i = 0; i < 3; i++) {
+      const rows = (await client.query("SELECT current_setting('app.fencing_token') AS v")).rows
+      expect(rows).toEqual([{ v: '7' }])
+    }
+    await client.end()
+    await vi.waitFor(() => expect(descriptorsOf(ends)).toBe(0))
+  })
+})
