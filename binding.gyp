@@ -15,6 +15,7 @@
         "src/native/tls-context.c",
         "src/native/tls-settings.c",
         "src/native/scram-server.c",
+        "src/native/random-block.c",
         "src/native/client-login.c",
         "src/native/server-link.c",
         "src/native/relay-side.c",

@@ -27,7 +27,6 @@
 #define NAPI_VERSION 8
 #include <errno.h>
 #include <node_api.h>
-#include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,6 +37,7 @@
 #include "login-codes.h"
 #include "napi-tagged.h"
 #include "protocol-codes.h"
+#include "random-block.h"
 #include "scram-server.h"
 
 #define READ_BYTES (16 * 1024)
@@ -275,7 +275,7 @@ static int send_continue(login_t *login) {
 static void on_password(login_t *login, const uint8_t *body, size_t n) {
   if (login->phase == INITIAL) {
     uint8_t nonce[SCRAM_SERVER_NONCE_BYTES];
-    int failure = RAND_bytes(nonce, sizeof nonce) == 1
+    int failure = random_take(nonce, sizeof nonce) == 0
                       ? scram_initial(&login->scram, body, n, nonce)
                       : LOGIN_FAILURE_OUT_OF_MEMORY;
     if (!failure && send_continue(login) < 0) failure = LOGIN_FAILURE_OUT_OF_MEMORY;

@@ -1,9 +1,10 @@
 #include "scram-server.h"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/sha.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,12 +111,41 @@ static int decode_key(const uint8_t *p, size_t n, uint8_t key[SCRAM_KEY_BYTES]) 
   return 0;
 }
 
+/* SHA-256 and HMAC-SHA-256 fetched once: OpenSSL's one-shot HMAC() and SHA256() look both up
+ * by name at every call, which cost a login more than the hashing. */
+static EVP_MD *sha256;
+static EVP_MAC_CTX *hmac_sha256; /* keyless, its digest set: each HMAC works on a copy */
+static pthread_once_t fetched = PTHREAD_ONCE_INIT;
+
+static void fetch_algorithms(void) {
+  sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+  EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+  hmac_sha256 = mac ? EVP_MAC_CTX_new(mac) : NULL;
+  EVP_MAC_free(mac); /* the context holds its own reference */
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256", 0),
+                         OSSL_PARAM_construct_end()};
+  if (hmac_sha256 && !EVP_MAC_CTX_set_params(hmac_sha256, params)) {
+    EVP_MAC_CTX_free(hmac_sha256);
+    hmac_sha256 = NULL;
+  }
+}
+
 static int hmac(const uint8_t key[SCRAM_KEY_BYTES], const uint8_t *text, size_t n,
                 uint8_t out[SCRAM_KEY_BYTES]) {
+  pthread_once(&fetched, fetch_algorithms);
+  EVP_MAC_CTX *ctx = hmac_sha256 ? EVP_MAC_CTX_dup(hmac_sha256) : NULL;
+  size_t len = 0;
+  int ok = ctx && EVP_MAC_init(ctx, key, SCRAM_KEY_BYTES, NULL) && EVP_MAC_update(ctx, text, n) &&
+           EVP_MAC_final(ctx, out, &len, SCRAM_KEY_BYTES) && len == SCRAM_KEY_BYTES;
+  EVP_MAC_CTX_free(ctx);
+  return ok ? 0 : -1;
+}
+
+static int sha256_of(const uint8_t *p, size_t n, uint8_t out[SHA256_DIGEST_LENGTH]) {
+  pthread_once(&fetched, fetch_algorithms);
   unsigned int len = 0;
-  return HMAC(EVP_sha256(), key, SCRAM_KEY_BYTES, text, n, out, &len) && len == SCRAM_KEY_BYTES
-             ? 0
-             : -1;
+  return sha256 && EVP_Digest(p, n, out, &len, sha256, NULL) && len == SHA256_DIGEST_LENGTH ? 0
+                                                                                           : -1;
 }
 
 int scram_final(scram_server_t *s, const uint8_t *body, size_t n,
@@ -158,7 +188,7 @@ int scram_final(scram_server_t *s, const uint8_t *body, size_t n,
   free(auth);
   if (failed) return LOGIN_FAILURE_OUT_OF_MEMORY;
   for (int i = 0; i < SCRAM_KEY_BYTES; i++) client_key[i] = proof[i] ^ signature[i];
-  SHA256(client_key, SCRAM_KEY_BYTES, stored);
+  if (sha256_of(client_key, SCRAM_KEY_BYTES, stored)) return LOGIN_FAILURE_OUT_OF_MEMORY;
   return CRYPTO_memcmp(stored, s->stored_key, SCRAM_KEY_BYTES) ? LOGIN_FAILURE_WRONG_PROOF : 0;
 }
 

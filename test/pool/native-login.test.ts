@@ -213,8 +213,31 @@ async function inC(script: Script): Promise<Outcome> {
   return outcomeOf(authenticated, client.serverFinal())
 }
 
+/** The server's part of the nonce a login in C sends in server-first. */
+async function serverNonceInC(): Promise<string> {
+  const socket = net.connect(server.port, '127.0.0.1')
+  const queue = new MessageQueue(typedMessageLength(1 << 20))
+  socket.on('data', (chunk) => queue.push(chunk))
+  const serverSide = await server.next()
+  void logins.login(serverSide)
+  socket.write(startupMessage([['user', USER]]))
+  await queue.next()
+  socket.write(saslInitialResponse('SCRAM-SHA-256', 'n,,n=,r=client'))
+  const serverFirst = serverFirstOf(await queue.next())
+  socket.destroy()
+  serverSide.destroy()
+  return /^r=client([^,]*),/.exec(serverFirst)![1]!
+}
+
 describe('the login in C beside JavaScript’s', () => {
   test('is built into the addon', () => expect(nativeLoginAvailable).toBe(true))
+
+  test('each login gets a server nonce of its own, 18 random bytes in base64', async () => {
+    const nonces: string[] = []
+    for (let i = 0; i < 4; i++) nonces.push(await serverNonceInC())
+    for (const nonce of nonces) expect(Buffer.from(nonce, 'base64')).toHaveLength(18)
+    expect(new Set(nonces).size).toBe(nonces.length)
+  })
 
   test.each(scripts)('$name: the same outcome', async (script) => {
     const js = await inJavaScript(script)
