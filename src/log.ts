@@ -25,7 +25,7 @@ class LazyChild {
 
   constructor(
     private readonly parent: Logger,
-    private readonly bindings: Record<string, unknown>,
+    private readonly bindings: () => Record<string, unknown>,
   ) {}
 
   debug(...args: unknown[]): void {
@@ -46,11 +46,14 @@ class LazyChild {
 
   private log(level: Level, args: unknown[]): void {
     if (!this.child && !this.parent.isLevelEnabled(level)) return
-    this.child ??= this.parent.child(this.bindings)
+    this.child ??= this.parent.child(this.bindings())
     ;(this.child[level] as (...args: unknown[]) => void)(...args)
   }
 }
 
-/** `parent.child(bindings)`, made only once something is logged at a level `parent` enables. */
-export const lazyChild = (parent: Logger, bindings: Record<string, unknown>): LevelLogger =>
+/**
+ * `parent.child(bindings())`, made only once something is logged at a level `parent` enables (the
+ * bindings too: one may cost a system call).
+ */
+export const lazyChild = (parent: Logger, bindings: () => Record<string, unknown>): LevelLogger =>
   new LazyChild(parent, bindings) as unknown as LevelLogger

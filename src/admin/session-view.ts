@@ -10,7 +10,7 @@ export function clientRows(registry: SessionRegistry): ConsoleTable {
       entry.user,
       entry.database,
       clientState(session),
-      entry.peer,
+      entry.peer(),
       entry.connectedAt.toISOString(),
       session.relayedNatively ? 'native' : 'node',
       session.state().transactions,

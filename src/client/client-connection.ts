@@ -60,6 +60,7 @@ export class ClientConnection {
   private watchControl: LoginWatchControl | null = null
   /** Reading was asked for (startReading): a socket made to write the rest reads too. */
   private reading = false
+  private peerName: string | undefined
 
   private constructor(socket: net.Socket | tls.TLSSocket | null) {
     if (socket) this.adopt(socket)
@@ -158,8 +159,16 @@ export class ClientConnection {
     return typeof target === 'number' ? target : descriptorOf(target)
   }
 
-  /** The client's address, or 'unix socket' for a Unix-domain client. */
+  /**
+   * The client's address, or 'unix socket' for a Unix-domain client: looked up when first asked
+   * (most connections never are), 'unknown' if that is after the connection closed.
+   */
   peer(): string {
+    return (this.peerName ??= this.lookUpPeer())
+  }
+
+  private lookUpPeer(): string {
+    if (this.closed) return 'unknown'
     if (this.own) {
       const { remoteAddress, remotePort } = this.own
       return remoteAddress ? `${remoteAddress}:${remotePort}` : 'unix socket'

@@ -195,12 +195,12 @@ export async function startProxy(
         })
       }
       const database = params.get('database') ?? params.get('user') ?? ''
-      const sessionLog = lazyChild(logger, {
+      const sessionLog = lazyChild(logger, () => ({
         conn: conn.id,
-        peer: conn.peer,
+        peer: conn.peer(),
         user: params.get('user'),
         database,
-      })
+      }))
       const nameCheck = params.has('replication')
         ? null
         : () => live.settings.current.nameChecks?.loginQuery(database) ?? null
@@ -335,9 +335,10 @@ export async function startProxy(
         if (!listenerOptionsInherited)
           applyKeepalive(connection.socketOrDescriptor(), live.config.tcpKeepalive)
         const id = ++nextId
-        const peer = connection.peer()
         let log: Logger | undefined
-        const conn = { id, peer, log: () => (log ??= logger.child({ conn: id, peer })) }
+        // The address is looked up only for a log line or the console that shows it.
+        const peer = () => connection.peer()
+        const conn = { id, peer, log: () => (log ??= logger.child({ conn: id, peer: peer() })) }
         connection.onClose(connections.add(connection))
         connection.onError((err) => conn.log().debug({ err: err.message }, 'client socket error'))
         void serve(connection, conn, started)
@@ -402,7 +403,7 @@ export async function startProxy(
  */
 interface AcceptedClient {
   id: number
-  peer: string
+  peer(): string
   log(): Logger
 }
 

@@ -20,8 +20,8 @@ export interface SessionEntry {
   id: number
   user: string
   database: string
-  /** The client's address, or the Unix socket path. */
-  peer: string
+  /** The client's address, or the Unix socket path (looked up when first asked). */
+  peer(): string
   connectedAt: Date
   /** The node of the server connection the session holds now (null: none held). */
   serverNode(): UpstreamNode | null

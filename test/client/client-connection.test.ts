@@ -119,6 +119,18 @@ describe('a client accepted with no socket (for a login in C)', () => {
     client.destroy()
   })
 
+  test('looks its peer up when first asked, and keeps it past the close', async () => {
+    const first = await connect()
+    expect(first.connection.peer()).toBe(`127.0.0.1:${first.client.localPort}`)
+    first.connection.destroy()
+    expect(first.connection.peer()).toBe(`127.0.0.1:${first.client.localPort}`)
+    const second = await connect()
+    second.connection.destroy()
+    expect(second.connection.peer()).toBe('unknown')
+    first.client.destroy()
+    second.client.destroy()
+  })
+
   test('makes its socket when first asked, which reads what the client sent before', async () => {
     const { client, connection } = await connect()
     client.write('early')

@@ -19,13 +19,16 @@ describe('lazyChild', () => {
   it('logs with the bindings at enabled levels and makes one child', () => {
     const { logger, lines } = collecting('info')
     const child = vi.spyOn(logger, 'child')
-    const log = lazyChild(logger, { conn: 7, user: 'alice' })
+    const bindings = vi.fn(() => ({ conn: 7, user: 'alice' }))
+    const log = lazyChild(logger, bindings)
     log.debug('not shown')
     expect(child).not.toHaveBeenCalled()
+    expect(bindings).not.toHaveBeenCalled()
     log.info({ code: '08006' }, 'first')
     log.warn('second')
     log.error({ err: 'x' }, 'third')
     expect(child).toHaveBeenCalledTimes(1)
+    expect(bindings).toHaveBeenCalledTimes(1)
     expect(lines.map(({ msg, conn, user, level }) => ({ msg, conn, user, level }))).toEqual([
       { msg: 'first', conn: 7, user: 'alice', level: 30 },
       { msg: 'second', conn: 7, user: 'alice', level: 40 },
@@ -37,10 +40,12 @@ describe('lazyChild', () => {
   it('makes no child while nothing is logged at an enabled level', () => {
     const { logger, lines } = collecting('warn')
     const child = vi.spyOn(logger, 'child')
-    const log = lazyChild(logger, { conn: 1 })
+    const bindings = vi.fn(() => ({ conn: 1 }))
+    const log = lazyChild(logger, bindings)
     log.debug('quiet')
     log.info('quiet')
     expect(child).not.toHaveBeenCalled()
+    expect(bindings).not.toHaveBeenCalled()
     expect(lines).toEqual([])
   })
 })
