@@ -36,7 +36,8 @@ interface AcceptedHandle {
   fd: number
   setNoDelay?(enable: boolean): number
   getpeername?(out: { address?: string; port?: number }): number
-  close(callback: () => void): void
+  /** Closes the descriptor at once; the handle itself is freed on the loop's next turn. */
+  close(): void
 }
 
 /**
@@ -261,8 +262,11 @@ export class ClientConnection {
 
   private closeHandle(): void {
     this.dropLoginWatch()
-    this.handle?.close(() => this.notifyClosed())
+    if (!this.handle) return
+    // No close callback: Node would make one more call into JavaScript for it.
+    this.handle.close()
     this.handle = null
+    queueMicrotask(() => this.notifyClosed())
   }
 
   private notifyClosed(): void {
