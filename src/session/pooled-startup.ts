@@ -162,16 +162,11 @@ function greetingStatuses(
   parameters: Map<string, string>,
   settings: [string, string][],
 ): StatusSet {
-  const asked =
-    settings.length > 0
-      ? new Map(settings.map(([name, value]) => [name.toLowerCase(), value]))
-      : null
-  const applied = (name: string, value: string) => asked?.get(name.toLowerCase()) ?? value
-  const known = statusSets.find((set) => sameStatuses(set.pairs, parameters, applied))
+  const known = statusSets.find((set) => sameStatuses(set.pairs, parameters, settings))
   if (known) return known
   const pairs = [...parameters].map(([name, value]): [string, string] => [
     name,
-    applied(name, value),
+    appliedValue(settings, name, value),
   ])
   const scs = pairs.find(([name]) => name === 'standard_conforming_strings')?.[1] ?? 'on'
   if (statusSets.length >= STATUS_SETS_KEPT) statusSets.length = 0
@@ -180,17 +175,42 @@ function greetingStatuses(
   return set
 }
 
-/** Whether `pairs` are the server's parameters, in order, with the client's settings applied. */
+/**
+ * Whether `pairs` are the server's parameters, in order, with the client's settings applied.
+ * Nothing is allocated per parameter: this runs at every login.
+ */
 function sameStatuses(
   pairs: [string, string][],
   parameters: Map<string, string>,
-  applied: (name: string, value: string) => string,
+  settings: [string, string][],
 ): boolean {
   if (pairs.length !== parameters.size) return false
   let i = 0
-  for (const [name, value] of parameters) {
+  for (const name of parameters.keys()) {
     const [setName, setValue] = pairs[i++]!
-    if (setName !== name || setValue !== applied(name, value)) return false
+    if (setName !== name || setValue !== appliedValue(settings, name, parameters.get(name)!))
+      return false
+  }
+  return true
+}
+
+/** A parameter's value once the client's settings are applied: the last that names it wins. */
+function appliedValue(settings: [string, string][], name: string, value: string): string {
+  for (let i = settings.length - 1; i >= 0; i--) {
+    const [setting, asked] = settings[i]!
+    if (sameName(setting, name)) return asked
+  }
+  return value
+}
+
+/** Names compared as PostgreSQL compares setting names: ASCII letters in either case. */
+function sameName(a: string, b: string): boolean {
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) {
+    const x = a.charCodeAt(i)
+    const y = b.charCodeAt(i)
+    if (x !== y && (x | 0x20) !== (y | 0x20)) return false
+    if (x !== y && ((x | 0x20) < 0x61 || (x | 0x20) > 0x7a)) return false
   }
   return true
 }

@@ -116,4 +116,11 @@ describe('session mode carries startup settings to the next client', () => {
     expect(await settingsOf(second)).toEqual({ app: '', style: 'ISO, MDY' })
     await second.client.end()
   })
+
+  test('a setting named in another case is greeted under the server’s name', async () => {
+    const zoned = await login({ options: '-c timezone=Asia/Tokyo' })
+    expect(zoned.greeting.get('TimeZone')).toBe('Asia/Tokyo')
+    expect((await zoned.client.query('SHOW TimeZone')).rows[0].TimeZone).toBe('Asia/Tokyo')
+    await zoned.client.end()
+  })
 })
