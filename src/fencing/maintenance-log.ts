@@ -28,8 +28,9 @@ const mentionsSetting = (text: string): boolean => text.toLowerCase().includes(m
 
 /** A client's startup parameters turn maintenance on (`options=-c pgfence.maintenance=on`). */
 export function startsInMaintenance(params: Map<string, string>): boolean {
-  for (const [name, value] of params)
-    if (mentionsSetting(name) || mentionsSetting(value)) return true
+  // Keys and values apart: iterating entries makes an array per parameter at every login.
+  for (const name of params.keys()) if (mentionsSetting(name)) return true
+  for (const value of params.values()) if (mentionsSetting(value)) return true
   return false
 }
 
