@@ -208,9 +208,9 @@ function sameName(a: string, b: string): boolean {
   if (a.length !== b.length) return false
   for (let i = 0; i < a.length; i++) {
     const x = a.charCodeAt(i)
-    const y = b.charCodeAt(i)
-    if (x !== y && (x | 0x20) !== (y | 0x20)) return false
-    if (x !== y && ((x | 0x20) < 0x61 || (x | 0x20) > 0x7a)) return false
+    if (x === b.charCodeAt(i)) continue
+    const lower = x | 0x20
+    if (lower !== (b.charCodeAt(i) | 0x20) || lower < 0x61 || lower > 0x7a) return false
   }
   return true
 }
