@@ -39,6 +39,11 @@ export interface KeptConnectionOptions {
   fromServer(message: Buffer): Buffer
   /** The relay stopped on its own: see NativeRelayOptions.onClose. */
   onClose: NativeRelayOptions['onClose']
+  /**
+   * Closes other clients' statements on the held connection (the session at rest); true when
+   * there were any: the relay then waits for a later transaction's end.
+   */
+  dropForeignStatements(): boolean
 }
 
 const NOTHING = Buffer.alloc(0)
@@ -90,10 +95,12 @@ export class KeptConnectionRelay {
    * Hands the client and its kept connection (the JavaScript relay at rest) to the native
    * relay, when both are plain TCP (or native TLS channels) and the connection holds exactly
    * the client's named statements (a Bind the relay passes on must find the client's own);
-   * else the JavaScript relay carries on.
+   * else the JavaScript relay carries on. Other clients' statements left on the connection are
+   * closed first, so that the relay carries the client from a later transaction's end.
    */
   relay(server: ServerConnection): void {
-    if (this.native || !this.holdsOwnStatements(server)) return
+    if (this.native || this.options.dropForeignStatements() || !this.holdsOwnStatements(server))
+      return
     this.native = relaySession(
       this.options.client(),
       server.socket,

@@ -2,6 +2,8 @@ import type { ServerConnection } from '../pool/server-connection.js'
 import { readCString, typedMessage } from '../wire/messages.js'
 import { Frontend, HEADER_BYTES, STATEMENT_TARGET } from '../wire/protocol.js'
 
+const FLUSH = typedMessage(Frontend.Flush, Buffer.alloc(0))
+
 /** A Close of the named prepared statement `name`. */
 export const closeStatement = (name: string) =>
   typedMessage(Frontend.Close, Buffer.from([STATEMENT_TARGET]), Buffer.from(`${name}\0`, 'utf8'))
@@ -15,8 +17,14 @@ export class ClientStatements {
   /** Each named statement's Parse, as it went to the server. */
   readonly parses = new Map<string, Buffer>()
 
-  /** `inject`: sends pgfence's own Close or Parse, whose completion the client must not see. */
-  constructor(private readonly inject: (message: Buffer) => void) {}
+  /**
+   * `inject`: sends pgfence's own Close or Parse, whose completion the client must not see;
+   * `send`: sends a message that has no answer.
+   */
+  constructor(
+    private readonly inject: (message: Buffer) => void,
+    private readonly send: (message: Buffer) => void,
+  ) {}
 
   /** A named Parse goes to `server`: `parse`, the client's `message` or its rewrite. */
   made(server: ServerConnection, name: string, parse: Buffer, message: Buffer): void {
@@ -40,6 +48,30 @@ export class ClientStatements {
     if (forgets === 'all') this.parses.clear()
     else this.parses.delete(forgets)
     server.prepared.clear()
+  }
+
+  /**
+   * Closes every other client's statement on the connection, then asks the server to answer at
+   * once (Flush): the native relay may carry the client only on a connection that holds no one
+   * else's, since a Bind it passes on must find the client's own statement or none. Returns
+   * whether there was any.
+   */
+  closeAllForeign(server: ServerConnection): boolean {
+    let closed = false
+    for (const [name, theirs] of server.prepared) {
+      const mine = this.parses.get(name)
+      if (theirs === mine) continue
+      // The same bytes make the same statement: the client's own (as ensurePrepared takes it).
+      if (mine?.equals(theirs)) {
+        this.parses.set(name, theirs)
+        continue
+      }
+      this.inject(closeStatement(name))
+      server.prepared.delete(name)
+      closed = true
+    }
+    if (closed) this.send(FLUSH)
+    return closed
   }
 
   /** Another client's statement of this name on the connection is closed first. */

@@ -94,7 +94,10 @@ export class TransactionSession {
   /** What the held connection still owes the client, and which of its answers are pgfence's. */
   private readonly answers = new AnswerLedger((status) => this.requests.readyForQuery(status))
   private touched = false
-  private readonly statements = new ClientStatements((message) => this.inject(message))
+  private readonly statements = new ClientStatements(
+    (message) => this.inject(message),
+    (message) => this.batch.push(message),
+  )
   private readonly settings: Map<string, string>
   /** Settings read back from the last connection (phase settling): the next one waits for them. */
   private settled: Promise<void> = Promise.resolve()
@@ -140,6 +143,11 @@ export class TransactionSession {
       fromClient: (message) => this.handedOver(message),
       fromServer: (message) => this.relayed(message),
       onClose: (kind, detail) => this.keptClosed(kind, detail),
+      dropForeignStatements: () => {
+        if (!this.statements.closeAllForeign(this.server!)) return false
+        this.flush()
+        return true
+      },
     })
     this.lazyRelease = new LazyRelease({
       pool: options.pool,

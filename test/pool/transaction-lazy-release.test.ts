@@ -55,6 +55,25 @@ test('an idle client keeps the server until another waits; settings and named st
   await Promise.all([first, second, blocking].map((client) => client.end()))
 })
 
+test('other clients’ named statements left on the connections go, and the native relay carries the next client', async () => {
+  // Both connections end up holding the statement: each of two clients prepares it in a
+  // transaction while the other holds the other connection.
+  const left = { name: 'left', text: 'SELECT $1::int AS v', values: [4] }
+  const owners = [await connect(), await connect()]
+  await Promise.all(owners.map((owner) => owner.query('BEGIN')))
+  for (const owner of owners) expect((await owner.query(left)).rows).toEqual([{ v: 4 }])
+  await Promise.all(owners.map((owner) => owner.query('COMMIT')))
+  await Promise.all(owners.map((owner) => owner.end()))
+  const plain = await connect()
+  await keptNatively(() => plain.query('SELECT 1'))
+  const held = 'SELECT count(*)::int AS n FROM pg_prepared_statements'
+  if (relayUnderTest() !== 'node') expect((await plain.query(held)).rows).toEqual([{ n: 0 }])
+  // A client of the statement's name finds it made again where it runs.
+  const back = await connect()
+  expect((await back.query({ ...left, values: [5] })).rows).toEqual([{ v: 5 }])
+  await Promise.all([plain.end(), back.end()])
+})
+
 test('a named statement and a setting made while relayed natively follow the client', async () => {
   const first = await connect()
   await first.query('SELECT 1')
