@@ -34,6 +34,31 @@ function parseOptions(options: string): [string, string][] {
   return settings
 }
 
+/** Names compared as PostgreSQL compares setting names: ASCII letters in either case. */
+export function sameName(a: string, b: string): boolean {
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) {
+    const x = a.charCodeAt(i)
+    if (x === b.charCodeAt(i)) continue
+    const lower = x | 0x20
+    if (lower !== (b.charCodeAt(i) | 0x20) || lower < 0x61 || lower > 0x7a) return false
+  }
+  return true
+}
+
+/** The key of `map` that names the setting `name`, in whatever case each spells it. */
+export function keyNaming(map: ReadonlyMap<string, unknown>, name: string): string | undefined {
+  if (map.has(name)) return name
+  for (const key of map.keys()) if (sameName(key, name)) return key
+  return undefined
+}
+
+/** A setting's value in `map`, its name matched in any case. */
+export function valueNamed<V>(map: ReadonlyMap<string, V>, name: string): V | undefined {
+  const key = keyNaming(map, name)
+  return key === undefined ? undefined : map.get(key)
+}
+
 /**
  * One statement applying the settings that differ from what the server reports (null: none).
  * set_config takes the names as literals, so no name needs quoting.
@@ -42,7 +67,7 @@ export function settingsStatement(
   settings: [string, string][],
   current: ReadonlyMap<string, string>,
 ): string | null {
-  const changes = settings.filter(([name, value]) => current.get(name) !== value)
+  const changes = settings.filter(([name, value]) => valueNamed(current, name) !== value)
   if (changes.length === 0) return null
   const calls = changes.map(
     ([name, value]) =>

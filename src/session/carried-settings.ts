@@ -1,5 +1,5 @@
 import type { ServerConnection } from '../pool/server-connection.js'
-import { settingsStatement } from '../pool/startup-settings.js'
+import { keyNaming, settingsStatement, valueNamed } from '../pool/startup-settings.js'
 
 /**
  * Never carried: pgfence's own statements on the connection before the next client's settings
@@ -27,7 +27,7 @@ export async function resetCarrying(
   unclean: boolean,
   timeoutMs: number,
 ): Promise<boolean> {
-  const reported = settings.filter(([name]) => server.own.has(name) && !NOT_CARRIED.has(name))
+  const reported = reportedSettings(server.own, settings)
   // Against the values the reset returns to, so that it goes out in the reset's own write.
   const statement = settingsStatement(reported, server.own)
   if (!(await server.reset(unclean, timeoutMs, statement))) return false
@@ -35,6 +35,19 @@ export async function resetCarrying(
     for (const [name, asked] of reported)
       server.carried.set(name, { asked, own: server.own.get(name)! })
   return true
+}
+
+/** The settings the server reports and pgfence carries, under the server's names. */
+function reportedSettings(
+  own: ReadonlyMap<string, string>,
+  settings: [string, string][],
+): [string, string][] {
+  const reported: [string, string][] = []
+  for (const [name, asked] of settings) {
+    const known = keyNaming(own, name)
+    if (known !== undefined && !NOT_CARRIED.has(known.toLowerCase())) reported.push([known, asked])
+  }
+  return reported
 }
 
 /**
@@ -53,7 +66,9 @@ export function settingsToApply(
   const restores = [...server.carried]
     .filter(([name]) => !asked.has(name.toLowerCase()))
     .map(([name, { own }]): [string, string] => [name, own])
-  const missing = settings.filter(([name, value]) => server.carried.get(name)?.asked !== value)
+  const missing = settings.filter(
+    ([name, value]) => valueNamed(server.carried, name)?.asked !== value,
+  )
   server.carried.clear()
   return [...restores, ...missing]
 }

@@ -5,7 +5,7 @@ import type { CancelKeys } from '../pool/cancel-keys.js'
 import type { Pool } from '../pool/pool.js'
 import type { PoolRegistry } from '../pool/pool-registry.js'
 import type { ServerConnection } from '../pool/server-connection.js'
-import { settingsStatement, startupSettings } from '../pool/startup-settings.js'
+import { sameName, settingsStatement, startupSettings } from '../pool/startup-settings.js'
 import { PgError } from '../wire/error-response.js'
 import type { LoginQuery } from '../server/login-query.js'
 import { nonConformingStrings } from '../fencing/server-notices.js'
@@ -201,18 +201,6 @@ function appliedValue(settings: [string, string][], name: string, value: string)
     if (sameName(setting, name)) return asked
   }
   return value
-}
-
-/** Names compared as PostgreSQL compares setting names: ASCII letters in either case. */
-function sameName(a: string, b: string): boolean {
-  if (a.length !== b.length) return false
-  for (let i = 0; i < a.length; i++) {
-    const x = a.charCodeAt(i)
-    if (x === b.charCodeAt(i)) continue
-    const lower = x | 0x20
-    if (lower !== (b.charCodeAt(i) | 0x20) || lower < 0x61 || lower > 0x7a) return false
-  }
-  return true
 }
 
 /** The session's view of its server connection: given back to the pool (reset) at the end. */

@@ -117,10 +117,15 @@ describe('session mode carries startup settings to the next client', () => {
     await second.client.end()
   })
 
-  test('a setting named in another case is greeted under the server’s name', async () => {
+  test('a setting named in another case is greeted and carried under the server’s name', async () => {
     const zoned = await login({ options: '-c timezone=Asia/Tokyo' })
     expect(zoned.greeting.get('TimeZone')).toBe('Asia/Tokyo')
     expect((await zoned.client.query('SHOW TimeZone')).rows[0].TimeZone).toBe('Asia/Tokyo')
-    await zoned.client.end()
+    await leave(zoned, "'Asia/Tokyo'")
+    const { started } = await pooledBackend()
+    const again = await login({ options: '-c timezone=Asia/Tokyo' })
+    expect((await pooledBackend()).started).toEqual(started)
+    expect(again.greeting.get('TimeZone')).toBe('Asia/Tokyo')
+    await again.client.end()
   })
 })
