@@ -7,8 +7,8 @@
  * that owns it (stream-io.h, tls-channel.h), and hands it back when it stops.
  *
  * Client→server bytes are framed (type and length checked) and the message types the session
- * asks for (Query, Parse, Terminate) are handed to JavaScript whole, which returns the bytes to
- * send in their place; a Query whose literal-normalised text has a cached rewrite template is
+ * asks for (Query, Parse...) are handed to JavaScript whole, which returns the bytes to send in
+ * their place (a Terminate is the relay's own: deliver_goodbye); a Query whose literal-normalised text has a cached rewrite template is
  * rewritten here instead (query-cache.h). Server→client bytes pass untouched, except that an
  * ErrorResponse or a WARNING NoticeResponse is held until whole and JavaScript may replace it
  * (a replaced NoticeResponse's CommandComplete is dropped: framing.h); boundaries are followed
@@ -86,6 +86,8 @@ struct relay {
   size_t needle_count;
   progress_t progress;
   int close_when_idle; /* report "idle" once the session is idle outside a transaction */
+  int keeps_server;    /* a pool's server connection, which outlives the client */
+  int goodbye;         /* the client sent Terminate: a close after it is reported "goodbye" */
   int stopped;
   int open_handles;
   int wrapper_alive;
@@ -169,6 +171,8 @@ static void relay_stop(relay_t *r);
  * stop() and closes both sockets); if it did not, the relay stops anyway. */
 static void report_close(relay_t *r, const char *kind, const char *detail) {
   if (r->stopped) return;
+  if (r->goodbye && (strcmp(kind, "client") == 0 || strcmp(kind, "server") == 0))
+    kind = "goodbye";
   napi_handle_scope scope;
   napi_open_handle_scope(r->env, &scope);
   napi_value argv[2] = {string_value(r->env, kind),
@@ -384,11 +388,22 @@ static int deliver_cached_query(relay_t *r, batch_t *b, const uint8_t *message, 
   return filled ? batch_add(r->server, b, filled, filled_len, filled) : -1;
 }
 
+/* A Terminate is noted, not offered to JavaScript: the close that follows is then reported as a
+ * goodbye. It goes on to the server, unless the server connection outlives the client. */
+static int deliver_goodbye(relay_t *r, batch_t *b, const uint8_t *message, size_t n,
+                           uint8_t *owned) {
+  r->goodbye = 1;
+  if (!r->keeps_server) return batch_add(r->server, b, message, n, owned);
+  free(owned);
+  return 0;
+}
+
 static int deliver(relay_t *r, batch_t *b, const uint8_t *message, size_t n, uint8_t *owned) {
   if (r->stopped) {
     free(owned);
     return -1;
   }
+  if (message[0] == FRONTEND_TERMINATE) return deliver_goodbye(r, b, message, n, owned);
   if (!wants_message(r, message, n)) return batch_add(r->server, b, message, n, owned);
   if (message[0] == FRONTEND_QUERY && r->queries) {
     int status = deliver_cached_query(r, b, message, n, owned);
@@ -924,7 +939,8 @@ static napi_value js_close_when_idle(napi_env env, napi_callback_info info) {
   return idle;
 }
 /* relay(clientFd, serverFd, { maxMessageBytes, frontendTypes, interceptTypes, statementNeedles,
- * queryCache, progress, clientTls, serverTls, serverLink, onMessage, onServerMessage, onClose })
+ * queryCache, progress, keepsServer, clientTls, serverTls, serverLink, onMessage,
+ * onServerMessage, onClose })
  * → { stop(), progress(), update(), closeWhenIdle() }. The caller has stopped reading both
  * sockets and has nothing queued on them; the relay reads and writes duplicates of their
  * descriptors, or, given a server link that waits, the link's. */
@@ -951,6 +967,7 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   carry_progress(env, get_named(env, argv[2], "progress"), &r->progress);
   r->progress.progress_at = uv_now(loop);
   fill_types(env, get_named(env, argv[2], "frontendTypes"), r->from_client.valid);
+  r->keeps_server = bool_named(env, argv[2], "keepsServer");
   napi_value options = argv[2];
   r->loop = loop;
   if (configure(env, r, options) < 0 || attach_client(env, r, loop, client_fd, options) < 0) {

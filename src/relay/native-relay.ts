@@ -61,6 +61,11 @@ export interface NativeRelayOptions extends NativeRelaySettings {
   clientLogin?: LoginWatch
   /** Every message type a client may send, as a string of type bytes. */
   frontendTypes: string
+  /**
+   * The server connection outlives the client (a pool's): the client's Terminate stays with the
+   * relay, which passes it on otherwise. The relay never hands a Terminate to onMessage.
+   */
+  keepsServer: boolean
   /** Where the session's requests stand when the relay takes it over. */
   progress: CarriedProgress
   /** Returns the bytes to send upstream in the message's place, or undefined to send it as is. */
@@ -71,11 +76,15 @@ export interface NativeRelayOptions extends NativeRelaySettings {
    */
   onServerMessage(message: Buffer): Buffer | undefined
   /**
-   * A socket closed or failed ('client', 'server'), the client broke the protocol ('invalid'),
-   * or the session became idle after closeWhenIdle() ('idle').
+   * A socket closed or failed ('client', 'server'; 'goodbye' once the client sent Terminate),
+   * the client broke the protocol ('invalid'), or the session became idle after closeWhenIdle()
+   * ('idle').
    */
-  onClose(kind: 'client' | 'server' | 'invalid' | 'idle', detail?: string): void
+  onClose(kind: RelayEnd, detail?: string): void
 }
+
+/** Why a native relay stopped on its own (NativeRelayOptions.onClose). */
+export type RelayEnd = 'client' | 'server' | 'goodbye' | 'invalid' | 'idle'
 
 /** Needles the native relay can match byte for byte (ASCII case folding), else none. */
 export const asciiOnly = (needles?: readonly string[]) =>
@@ -179,6 +188,7 @@ export function relaySession(
     statementNeedles: settings.statementNeedles,
     queryCache: settings.queryCache,
     frontendTypes: FRONTEND_TYPE_CHARS,
+    keepsServer: serverReadsAgain,
     clientTls: clientSocket ? nativeTlsChannel(clientSocket) : undefined,
     serverTls: nativeTlsChannel(server),
     serverLink,

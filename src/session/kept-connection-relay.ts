@@ -1,7 +1,6 @@
 import type net from 'node:net'
 import type { ServerConnection } from '../pool/server-connection.js'
 import { RULE_WORDS } from '../pool/transaction-rules.js'
-import { Frontend } from '../wire/protocol.js'
 import { resumeReading } from '../net/socket-handle.js'
 import type { SettingsHolder } from '../fencing/live-settings.js'
 import { idleBefore, observedTypes, type MaintenanceLog } from '../fencing/maintenance-log.js'
@@ -45,8 +44,6 @@ export interface KeptConnectionOptions {
    */
   dropForeignStatements(): boolean
 }
-
-const NOTHING = Buffer.alloc(0)
 
 /**
  * The native relay's part in transaction pooling: while a client keeps its server connection
@@ -163,8 +160,6 @@ export class KeptConnectionRelay {
   /** A message the native relay hands over: the bytes to send in its place, or undefined. */
   private fromClient(message: Buffer): Buffer | undefined {
     const type = message[0]!
-    // The connection stays pgfence's: the session ends when the client closes its socket.
-    if (type === Frontend.Terminate) return NOTHING
     if (observedTypes.has(type)) this.observe(message)
     const out = this.options.fromClient(message)
     return out === message ? undefined : out

@@ -383,6 +383,8 @@ export class ProxySession {
           if (kind === 'invalid')
             return this.abort(new PgError('08P01', detail ?? 'invalid message'))
           if (kind === 'idle') return this.terminate(this.closingWhenIdle!)
+          // A pooled server connection kept the client's Terminate: its goodbye stays with pgfence.
+          if (kind === 'goodbye') this.terminating = true
           this.options.logger.debug({ detail }, 'client connection closed')
           this.finish()
         },

@@ -31,6 +31,7 @@ import {
   type OnRejection,
 } from '../fencing/server-notices.js'
 import type { SessionState } from './session.js'
+import type { RelayEnd } from '../relay/native-relay.js'
 import { nextPhase, type TransactionPhase } from './transaction-phase.js'
 import { readBackSettings, replayStatement } from './settings-replay.js'
 import { ClientStatements, closeStatement } from './statement-repreparation.js'
@@ -575,10 +576,10 @@ export class TransactionSession {
   }
 
   /** The native relay stopped on its own: a socket closed, the client broke the protocol, idle. */
-  private keptClosed(kind: 'client' | 'server' | 'invalid' | 'idle', detail?: string): void {
+  private keptClosed(kind: RelayEnd, detail?: string): void {
     if (kind === 'server') return this.serverClosed()
     if (kind === 'invalid') return this.fail(new PgError('08P01', detail ?? 'invalid message'))
-    if (kind === 'client') return this.finish()
+    if (kind === 'client' || kind === 'goodbye') return this.finish()
     if (this.closingWhenIdle) return this.terminate(this.closingWhenIdle)
     this.lazyRelease.idle()
   }

@@ -44,8 +44,12 @@ describe("the native relay's watching of its sockets", () => {
     await new Promise((resolve) => listener?.close(resolve))
   })
 
-  async function relayed(hooks: Parameters<typeof relayedSockets>[2] = {}) {
-    const sockets = await relayedSockets(listener, {}, hooks)
+  async function relayed(
+    hooks: Parameters<typeof relayedSockets>[2] = {},
+    settings: Parameters<typeof relayedSockets>[1] = {},
+    after: Parameters<typeof relayedSockets>[3] = {},
+  ) {
+    const sockets = await relayedSockets(listener, settings, hooks, after)
     open.push(sockets)
     return sockets
   }
@@ -84,6 +88,49 @@ describe("the native relay's watching of its sockets", () => {
     await receive(server, query('SELECT 1').length)
     client.resetAndDestroy()
     expect(await reported).toBe('client')
+  })
+
+  /** A relay that offers Query and Terminate, recording what it offers and how it ends. */
+  async function relayedWithGoodbye(after: Parameters<typeof relayedSockets>[3]) {
+    const offered: string[] = []
+    let closed: (kind: string) => void = () => {}
+    const ended = new Promise<string>((resolve) => (closed = resolve))
+    const sockets = await relayed(
+      {
+        onMessage: (message) => void offered.push(String.fromCharCode(message[0]!)),
+        onClose: (kind) => closed(kind),
+      },
+      { interceptTypes: 'QX' },
+      after,
+    )
+    return { ...sockets, offered, ended }
+  }
+
+  const goodbye = typed('X', '')
+
+  it("passes a client's Terminate on without offering it, and reports the close after it as a goodbye", async () => {
+    const { client, server, offered, ended } = await relayedWithGoodbye({})
+    const sent = Buffer.concat([query('SELECT 1'), goodbye])
+    const arrived = receive(server, sent.length)
+    client.end(sent)
+    expect(await arrived).toBe(sha256(sent))
+    expect(await ended).toBe('goodbye')
+    expect(offered).toEqual(['Q'])
+  })
+
+  it("keeps a client's Terminate from a server connection that outlives the client", async () => {
+    const sockets = await relayedWithGoodbye({ serverReadsAgain: true })
+    const { client, server, proxyServer, offered, ended } = sockets
+    const received: Buffer[] = []
+    server.on('data', (chunk: Buffer) => received.push(chunk))
+    const serverDone = once(server, 'end')
+    client.end(Buffer.concat([query('SELECT 1'), goodbye]))
+    expect(await ended).toBe('goodbye')
+    // The relay has stopped: everything it passed on is in the socket before this end.
+    proxyServer.end()
+    await serverDone
+    expect(Buffer.concat(received)).toEqual(query('SELECT 1'))
+    expect(offered).toEqual(['Q'])
   })
 
   it('lets the process exit once its relays have stopped', async () => {

@@ -5,6 +5,7 @@ import {
   type NativeRelay,
   type NativeRelaySettings,
   type RelayHooks,
+  type SocketsAfterRelay,
 } from '../../src/relay/native-relay.js'
 import { RequestTracker } from '../../src/relay/request-progress.js'
 
@@ -35,6 +36,7 @@ export async function relayedSockets(
   listener: net.Server,
   settings: Partial<NativeRelaySettings> = {},
   hooks: Partial<RelayHooks> = {},
+  sockets: SocketsAfterRelay = {},
 ): Promise<RelayedSockets> {
   const [client, clientSide] = await loopback(listener)
   const [serverSide, server] = await loopback(listener)
@@ -49,6 +51,7 @@ export async function relayedSockets(
       onClose: () => {},
       ...hooks,
     },
+    sockets,
   )
   if (!native) throw new Error('the native relay did not take the sockets')
   return {
