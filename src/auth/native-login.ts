@@ -24,12 +24,13 @@ type Logins = { readonly brand: unique symbol }
 /** A login under way; once authenticated, the watch a relay may take over (LoginWatch). */
 type Login = LoginWatch
 
-/** What C reports at a login's end (client-login.c says which argument each outcome has). */
+/**
+ * What C reports at a login's end, its bytes in one Buffer (client-login.c says what they are
+ * for each outcome).
+ */
 type Report = [
   outcome: LoginOutcome,
-  packet: Buffer | undefined,
-  keys: Buffer | undefined,
-  rest: Buffer | undefined,
+  bytes: Buffer | undefined,
   failure: LoginFailure,
   detail: number,
 ]
@@ -68,6 +69,8 @@ export type NativeLoginResult =
   | { outcome: LoginOutcome.Closed }
 
 const KEY = 32
+/** ClientKey, ServerKey and the server's signature. */
+const KEYS = 3 * KEY
 
 /** StoredKey, ServerKey and server-first's suffix, as C takes a verifier; made once each. */
 const forC = new WeakMap<ScramVerifier, Buffer>()
@@ -81,20 +84,24 @@ function verifierForC(verifier: ScramVerifier): Buffer {
   return bytes
 }
 
-function result(...[outcome, packet, keys, rest, failure, detail]: Report): NativeLoginResult {
+function result(...[outcome, bytes, failure, detail]: Report): NativeLoginResult {
+  if (bytes === undefined) return { outcome: LoginOutcome.Closed }
   switch (outcome) {
     case LoginOutcome.Fallback:
-      return { outcome, rest: rest! }
-    case LoginOutcome.Authenticated:
+      return { outcome, rest: bytes }
+    case LoginOutcome.Authenticated: {
+      // The keys, then the startup packet (its length first), then the rest.
+      const packetEnd = KEYS + bytes.readUInt32BE(KEYS)
       return {
         outcome,
-        packet: packet!,
-        keys: { clientKey: keys!.subarray(0, KEY), serverKey: keys!.subarray(KEY, 2 * KEY) },
-        serverFinal: `v=${keys!.subarray(2 * KEY).toString('base64')}`,
-        rest: rest!,
+        packet: bytes.subarray(KEYS, packetEnd),
+        keys: { clientKey: bytes.subarray(0, KEY), serverKey: bytes.subarray(KEY, 2 * KEY) },
+        serverFinal: `v=${bytes.subarray(2 * KEY, KEYS).toString('base64')}`,
+        rest: bytes.subarray(packetEnd),
       }
+    }
     case LoginOutcome.Refused:
-      return { outcome, packet: packet!, failure, detail }
+      return { outcome, packet: bytes, failure, detail }
     default:
       return { outcome: LoginOutcome.Closed }
   }

@@ -13,12 +13,14 @@
  *     the client against it), or one byte to answer and read the next packet (an encryption
  *     request refused); or null: JavaScript takes the login
  *   loginStart(logins, fd, done) → login; the descriptor stays the caller's (C reads a duplicate)
- *     done(outcome, packet, keys, rest, failure, detail): LOGIN_OUTCOME_* (login-codes.h):
- *       FALLBACK       rest: every byte read, for JavaScript to go on from
- *       AUTHENTICATED  packet; keys: ClientKey, ServerKey, the server's signature; rest: the
- *                      bytes after the client's last message
- *       REFUSED        packet; failure: LOGIN_FAILURE_*; detail: the length or type it is about
- *       CLOSED         the client left or its socket failed
+ *     done(outcome, bytes, failure, detail): LOGIN_OUTCOME_* (login-codes.h), with its bytes in
+ *     one Buffer:
+ *       FALLBACK       every byte read, for JavaScript to go on from
+ *       AUTHENTICATED  ClientKey, ServerKey and the server's signature, the startup packet, then
+ *                      the bytes after the client's last message
+ *       REFUSED        the packet; failure: LOGIN_FAILURE_*; detail: the length or type it is
+ *                      about
+ *       CLOSED         none (undefined): the client left or its socket failed
  *   loginClose(login): stops a login under way; done is not called.
  *   loginRead(login, onBytes): an authenticated login no relay took reads the client for
  *     JavaScript: onBytes(chunk) for each read, onBytes(undefined) once at the client's end or a
@@ -151,6 +153,27 @@ static napi_value call(setup_t *setup, napi_value fn, size_t argc, napi_value *a
   return result;
 }
 
+/* A report's bytes (see done above) in one Buffer: one allocation, where a Buffer each costs
+ * Node an ArrayBuffer and its backing store each. Undefined when there are none to give. */
+static napi_value report_bytes(napi_env env, const login_t *login, int outcome,
+                               const uint8_t *keys) {
+  size_t key_bytes = keys ? 3 * SCRAM_KEY_BYTES : 0;
+  int authenticated = outcome == LOGIN_OUTCOME_AUTHENTICATED;
+  size_t packet = authenticated || outcome == LOGIN_OUTCOME_REFUSED ? login->packet.len : 0;
+  size_t rest = authenticated || outcome == LOGIN_OUTCOME_FALLBACK ? login->in.len : 0;
+  napi_value value;
+  uint8_t *data = NULL;
+  if (outcome == LOGIN_OUTCOME_CLOSED ||
+      napi_create_buffer(env, key_bytes + packet + rest, (void **)&data, &value) != napi_ok) {
+    napi_get_undefined(env, &value);
+    return value;
+  }
+  if (key_bytes) memcpy(data, keys, key_bytes);
+  if (packet) memcpy(data + key_bytes, login->packet.data, packet);
+  if (rest) memcpy(data + key_bytes + packet, login->in.data, rest);
+  return value;
+}
+
 static void report(login_t *login, int outcome, const uint8_t *keys, int failure, int detail) {
   if (done_reading(login)) return;
   if (outcome == LOGIN_OUTCOME_AUTHENTICATED) login->phase = HANDED;
@@ -159,20 +182,15 @@ static void report(login_t *login, int outcome, const uint8_t *keys, int failure
   napi_env env = login->setup->env;
   napi_handle_scope scope;
   napi_open_handle_scope(env, &scope);
-  napi_value argv[6], fn;
-  int has_packet = outcome == LOGIN_OUTCOME_AUTHENTICATED || outcome == LOGIN_OUTCOME_REFUSED;
+  napi_value argv[4], fn;
   napi_create_int32(env, outcome, &argv[0]);
-  argv[1] = buffer_or_undefined(env, login->packet.data, login->packet.len, has_packet);
-  argv[2] = buffer_or_undefined(env, keys, 3 * SCRAM_KEY_BYTES, keys != NULL);
-  argv[3] = buffer_or_undefined(env, login->in.data, login->in.len,
-                                outcome == LOGIN_OUTCOME_AUTHENTICATED ||
-                                    outcome == LOGIN_OUTCOME_FALLBACK);
-  napi_create_int32(env, failure, &argv[4]);
-  napi_create_int32(env, detail, &argv[5]);
+  argv[1] = report_bytes(env, login, outcome, keys);
+  napi_create_int32(env, failure, &argv[2]);
+  napi_create_int32(env, detail, &argv[3]);
   napi_get_reference_value(env, login->done, &fn);
   napi_delete_reference(env, login->done);
   login->done = NULL;
-  call(login->setup, fn, 6, argv);
+  call(login->setup, fn, 4, argv);
   napi_close_handle_scope(env, scope);
 }
 
