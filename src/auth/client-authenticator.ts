@@ -99,7 +99,7 @@ async function scramExchange(
     conversation.send(authentication(AUTH_SASL_CONTINUE, Buffer.from(first)))
     const final = exchange.finish(passwordText(await expectPassword(conversation), false))
     if (!final || !secret) throw loginFailureError(LoginFailure.WrongProof, user)
-    return scramAuthenticated(user, secret, final.keys, final.serverFinal)
+    return scramAuthenticated(user, secret, final.keys, scramAnswer(final.serverFinal))
   } catch (err) {
     if (err instanceof ScramError) throw loginFailureError(err.failure, user)
     throw err
@@ -108,22 +108,21 @@ async function scramExchange(
 
 /**
  * A client that proved it knows `secret` in a SCRAM exchange (here, or in the login in C), with
- * the keys its proof revealed and the server-final message to answer.
+ * the keys its proof revealed and its answer (scramAnswer).
  */
 export function scramAuthenticated(
   user: string,
   secret: Secret,
   keys: ScramKeys,
-  serverFinal: string,
+  answer: Buffer,
 ): ClientAuthentication {
-  const answer = scramAnswer(serverFinal)
   if (secret.kind === 'plain')
     return { credentials: plainCredentials(secret.password, user), answer }
   return { credentials: { scram: () => keys }, answer }
 }
 
 /** AuthenticationSASLFinal (server-final), then AuthenticationOk. */
-const scramAnswer = (serverFinal: string): Buffer =>
+export const scramAnswer = (serverFinal: string): Buffer =>
   Buffer.concat([authentication(AUTH_SASL_FINAL, Buffer.from(serverFinal)), AUTHENTICATION_OK])
 
 /** The verifier to check a client against: its own, one made from a password, or a mock. */

@@ -62,15 +62,17 @@ export type NativeLoginResult =
       outcome: LoginOutcome.Authenticated
       packet: Buffer
       keys: ScramKeys
-      serverFinal: string
+      /** AuthenticationSASLFinal and AuthenticationOk, for the greeting to begin with. */
+      answer: Buffer
       rest: Buffer
     }
   | { outcome: LoginOutcome.Refused; packet: Buffer; failure: LoginFailure; detail: number }
   | { outcome: LoginOutcome.Closed }
 
 const KEY = 32
-/** ClientKey, ServerKey and the server's signature. */
-const KEYS = 3 * KEY
+
+/** Where the protocol message that starts at `at` ends. */
+const messageEnd = (bytes: Buffer, at: number): number => at + 1 + bytes.readUInt32BE(at + 1)
 
 /** StoredKey, ServerKey and server-first's suffix, as C takes a verifier; made once each. */
 const forC = new WeakMap<ScramVerifier, Buffer>()
@@ -90,13 +92,14 @@ function result(...[outcome, bytes, failure, detail]: Report): NativeLoginResult
     case LoginOutcome.Fallback:
       return { outcome, rest: bytes }
     case LoginOutcome.Authenticated: {
-      // The keys, then the startup packet (its length first), then the rest.
-      const packetEnd = KEYS + bytes.readUInt32BE(KEYS)
+      // The keys, the answer's two messages, the startup packet: each after its length.
+      const answerEnd = messageEnd(bytes, messageEnd(bytes, 2 * KEY))
+      const packetEnd = answerEnd + bytes.readUInt32BE(answerEnd)
       return {
         outcome,
-        packet: bytes.subarray(KEYS, packetEnd),
+        packet: bytes.subarray(answerEnd, packetEnd),
         keys: { clientKey: bytes.subarray(0, KEY), serverKey: bytes.subarray(KEY, 2 * KEY) },
-        serverFinal: `v=${bytes.subarray(2 * KEY, KEYS).toString('base64')}`,
+        answer: bytes.subarray(2 * KEY, answerEnd),
         rest: bytes.subarray(packetEnd),
       }
     }
@@ -177,7 +180,7 @@ export async function startupAfterNativeLogin(
   const secret = secretOf(user)
   // A reload removed the user meanwhile: it is refused as PostgreSQL would refuse it now.
   if (!secret) throw loginFailureError(LoginFailure.WrongProof, user)
-  const { credentials, answer } = scramAuthenticated(user, secret, result.keys, result.serverFinal)
+  const { credentials, answer } = scramAuthenticated(user, secret, result.keys, result.answer)
   return {
     handshake: { kind: 'startup', connection, packet, leftover: NOTHING },
     login: { credentials, answer, leftover: result.rest },

@@ -16,8 +16,9 @@
  *     done(outcome, bytes, failure, detail): LOGIN_OUTCOME_* (login-codes.h), with its bytes in
  *     one Buffer:
  *       FALLBACK       every byte read, for JavaScript to go on from
- *       AUTHENTICATED  ClientKey, ServerKey and the server's signature, the startup packet, then
- *                      the bytes after the client's last message
+ *       AUTHENTICATED  ClientKey, ServerKey, the answer (AuthenticationSASLFinal with
+ *                      server-final, AuthenticationOk), the startup packet, then the bytes
+ *                      after the client's last message
  *       REFUSED        the packet; failure: LOGIN_FAILURE_*; detail: the length or type it is
  *                      about
  *       CLOSED         none (undefined): the client left or its socket failed
@@ -29,6 +30,7 @@
 #define NAPI_VERSION 8
 #include <errno.h>
 #include <node_api.h>
+#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,6 +45,12 @@
 #include "scram-server.h"
 
 #define READ_BYTES (16 * 1024)
+/* server-final: "v=", then the server's signature in base64 (padded). */
+#define SERVER_FINAL_BYTES (2 + 4 * ((SCRAM_KEY_BYTES + 2) / 3))
+#define SASL_FINAL_BYTES (HEADER_BYTES + 4 + SERVER_FINAL_BYTES)
+#define ANSWER_BYTES (SASL_FINAL_BYTES + HEADER_BYTES + 4)
+/* What an authenticated login reports first: ClientKey, ServerKey, the answer. */
+#define AUTHENTICATED_HEAD (2 * SCRAM_KEY_BYTES + ANSWER_BYTES)
 #define VERIFIER_BYTES (2 * SCRAM_KEY_BYTES)
 
 static _Thread_local uint8_t read_buffer[READ_BYTES];
@@ -157,7 +165,7 @@ static napi_value call(setup_t *setup, napi_value fn, size_t argc, napi_value *a
  * Node an ArrayBuffer and its backing store each. Undefined when there are none to give. */
 static napi_value report_bytes(napi_env env, const login_t *login, int outcome,
                                const uint8_t *keys) {
-  size_t key_bytes = keys ? 3 * SCRAM_KEY_BYTES : 0;
+  size_t key_bytes = keys ? AUTHENTICATED_HEAD : 0;
   int authenticated = outcome == LOGIN_OUTCOME_AUTHENTICATED;
   size_t packet = authenticated || outcome == LOGIN_OUTCOME_REFUSED ? login->packet.len : 0;
   size_t rest = authenticated || outcome == LOGIN_OUTCOME_FALLBACK ? login->in.len : 0;
@@ -289,6 +297,22 @@ static int send_continue(login_t *login) {
   return 0;
 }
 
+/* AuthenticationSASLFinal with server-final, then AuthenticationOk (ANSWER_BYTES): what the
+ * client is answered ahead of its greeting. */
+static void write_answer(uint8_t *out, const uint8_t signature[SCRAM_KEY_BYTES]) {
+  char text[SERVER_FINAL_BYTES + 1]; /* EVP_EncodeBlock ends it with a NUL */
+  memcpy(text, "v=", 2);
+  EVP_EncodeBlock((unsigned char *)text + 2, signature, SCRAM_KEY_BYTES);
+  out[0] = BACKEND_AUTHENTICATION;
+  write_u32(out + 1, 4 + 4 + SERVER_FINAL_BYTES);
+  write_u32(out + 5, AUTH_SASL_FINAL);
+  memcpy(out + HEADER_BYTES + 4, text, SERVER_FINAL_BYTES);
+  uint8_t *ok = out + SASL_FINAL_BYTES;
+  ok[0] = BACKEND_AUTHENTICATION;
+  write_u32(ok + 1, 8);
+  write_u32(ok + 5, AUTH_OK);
+}
+
 /* One whole password message's body, in phase INITIAL or FINAL. */
 static void on_password(login_t *login, const uint8_t *body, size_t n) {
   if (login->phase == INITIAL) {
@@ -302,11 +326,12 @@ static void on_password(login_t *login, const uint8_t *body, size_t n) {
     if (flush(login) < 0) report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
     return;
   }
-  uint8_t keys[3 * SCRAM_KEY_BYTES];
-  int failure = scram_final(&login->scram, body, n, keys, keys + 2 * SCRAM_KEY_BYTES);
+  uint8_t head[AUTHENTICATED_HEAD], signature[SCRAM_KEY_BYTES];
+  int failure = scram_final(&login->scram, body, n, head, signature);
   if (failure) return report(login, LOGIN_OUTCOME_REFUSED, NULL, failure, 0);
-  memcpy(keys + SCRAM_KEY_BYTES, login->scram.server_key, SCRAM_KEY_BYTES);
-  report(login, LOGIN_OUTCOME_AUTHENTICATED, keys, 0, 0);
+  memcpy(head + SCRAM_KEY_BYTES, login->scram.server_key, SCRAM_KEY_BYTES);
+  write_answer(head + 2 * SCRAM_KEY_BYTES, signature);
+  report(login, LOGIN_OUTCOME_AUTHENTICATED, head, 0, 0);
 }
 
 /* Takes every whole packet at the head of `in`. */

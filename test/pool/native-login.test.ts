@@ -8,6 +8,7 @@ import { listenForHandles, type HandleServer } from '../support/handle-server.js
 import {
   authenticateClient,
   SASL_OFFER,
+  scramAnswer,
   scramAuthenticated,
   type ClientAuthentication,
 } from '../../src/auth/client-authenticator.js'
@@ -124,8 +125,8 @@ const scripts: Script[] = [
 
 /**
  * How a login ended, in terms both paths share: the refusal, or the keys pgfence logs in to
- * PostgreSQL with and whether the answer carries the signature RFC 5802 defines for the
- * transcript (the server's nonce, and so the signature, differ from run to run).
+ * PostgreSQL with and whether the answer is AuthenticationSASLFinal with the signature RFC 5802
+ * defines for the transcript, then AuthenticationOk (the server's nonce, and so the signature, differ from run to run).
  */
 type Outcome = { code: string; message: string } | { keys: ScramKeys; signed: boolean }
 
@@ -134,7 +135,7 @@ const outcomeOf = (result: ClientAuthentication | PgError, serverFinal: Buffer |
     ? { code: result.code, message: result.message }
     : {
         keys: result.credentials.scram!(salt, 4096),
-        signed: serverFinal !== null && result.answer.includes(serverFinal),
+        signed: serverFinal !== null && result.answer.equals(scramAnswer(serverFinal.toString())),
       }
 
 /** The client's messages after its startup, given the server's two SCRAM messages. */
@@ -209,7 +210,7 @@ async function inC(script: Script): Promise<Outcome> {
   if (result.outcome === LoginOutcome.Refused)
     return outcomeOf(loginFailureError(result.failure, USER, result.detail), null)
   if (result.outcome !== LoginOutcome.Authenticated) throw new Error(`ended ${result.outcome}`)
-  const authenticated = scramAuthenticated(USER, secret, result.keys, result.serverFinal)
+  const authenticated = scramAuthenticated(USER, secret, result.keys, result.answer)
   return outcomeOf(authenticated, client.serverFinal())
 }
 
