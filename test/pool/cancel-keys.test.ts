@@ -25,4 +25,13 @@ describe('cancel keys of pooled clients', () => {
     expect(keys.translate(cancelRequest(key))).toBeNull()
     expect(keys.translate(cancelRequest({ processId: 1, secretKey: 2 }))).toBeNull()
   })
+
+  it('send nothing for a client’s process id with another secret, nor forget the client', () => {
+    const keys = new CancelKeys()
+    const key = keys.issue(() => server)
+    const guessed = { processId: key.processId, secretKey: (key.secretKey + 1) >>> 0 }
+    expect(keys.translate(cancelRequest(guessed))).toBeNull()
+    keys.forget(guessed)
+    expect(keys.translate(cancelRequest(key))).toEqual(cancelRequest(server))
+  })
 })
