@@ -1,5 +1,5 @@
 import type { ServerConnection } from '../pool/server-connection.js'
-import { keyNaming, settingsStatement, valueNamed } from '../pool/startup-settings.js'
+import { keyNaming, sameName, settingsStatement, valueNamed } from '../pool/startup-settings.js'
 
 /**
  * Never carried: pgfence's own statements on the connection before the next client's settings
@@ -37,6 +37,20 @@ export async function resetCarrying(
   return true
 }
 
+const NONE: [string, string][] = []
+
+/**
+ * Whether the client asks for exactly the settings carried, with the same values: the common
+ * case (one application's connections), where nothing is to be applied.
+ */
+function carriedAsAsked(carried: ServerConnection['carried'], settings: [string, string][]) {
+  if (settings.length !== carried.size) return false
+  for (const [name, value] of settings) if (valueNamed(carried, name)?.asked !== value) return false
+  for (const name of carried.keys())
+    if (!settings.some(([asked]) => sameName(asked, name))) return false
+  return true
+}
+
 /** The settings the server reports and pgfence carries, under the server's names. */
 function reportedSettings(
   own: ReadonlyMap<string, string>,
@@ -62,6 +76,10 @@ export function settingsToApply(
   settings: [string, string][],
 ): [string, string][] {
   if (server.carried.size === 0) return settings
+  if (carriedAsAsked(server.carried, settings)) {
+    server.carried.clear()
+    return NONE
+  }
   const asked = new Set(settings.map(([name]) => name.toLowerCase()))
   const restores = [...server.carried]
     .filter(([name]) => !asked.has(name.toLowerCase()))
