@@ -93,6 +93,17 @@ struct relay {
   int wrapper_alive;
 };
 
+/* What the addon keeps per instance (napi_set_instance_data). */
+typedef struct {
+  napi_ref relay_class;
+  napi_ref progress_array;
+  double *progress_slots; /* the Float64Array's memory, kept alive by progress_array */
+} addon_data_t;
+
+/* The progress slots: the carried fields, transactions, quietMs. */
+#define COUNT_FIELD(name, member) +1
+#define PROGRESS_SLOTS (CARRIED_PROGRESS(COUNT_FIELD, COUNT_FIELD, COUNT_FIELD) + 2)
+
 static uint64_t loop_now(const relay_t *r) { return uv_now(r->loop); }
 
 static uint8_t lower(uint8_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
@@ -700,10 +711,19 @@ static int server_keepable(const relay_t *r) {
   return !r->stopped && !r->server->channel && r->server->out.len == 0 && relay_idle(r);
 }
 
-/* stop(keepServer): { toClient, toServer, serverAtBoundary, serverLink }: the bytes not yet
- * written, whether an error of the proxy's own may be sent to the client now, and, asked to
- * keep the server's side and able to (server_keepable), its link (server-link.h) still
- * watching it. Idempotent. */
+/* Bytes for JavaScript: a Buffer, or undefined when there are none (no Buffer to make). */
+static napi_value bytes_or_undefined(napi_env env, const bytes_t *bytes, int present) {
+  napi_value value;
+  if (present && bytes->len > 0) return buffer_copy(env, bytes->data, bytes->len);
+  napi_get_undefined(env, &value);
+  return value;
+}
+
+/* stop(keepServer): [toClient, toServer, serverAtBoundary, serverLink], an array, since an
+ * object's named properties cost a string lookup each: the bytes not yet written (undefined:
+ * none), whether an error of the proxy's own may be sent to the client now, and, asked to keep
+ * the server's side and able to (server_keepable), its link (server-link.h) still watching it.
+ * Idempotent. */
 static napi_value js_stop(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1], self, result, flag, link = NULL;
@@ -712,20 +732,16 @@ static napi_value js_stop(napi_env env, napi_callback_info info) {
   CHECK(napi_get_cb_info(env, info, &argc, argv, &self, NULL));
   CHECK(napi_unwrap(env, self, (void **)&r));
   if (argc > 0) napi_get_value_bool(env, argv[0], &keep);
-  CHECK(napi_create_object(env, &result));
+  CHECK(napi_create_array_with_length(env, 4, &result));
   /* Once stopped, a side may be gone: its bytes were handed over by the first stop. */
-  size_t to_client = r->stopped ? 0 : r->client->out.len;
-  napi_set_named_property(env, result, "toClient",
-                          buffer_copy(env, to_client ? r->client->out.data : NULL, to_client));
-  size_t to_server = r->stopped ? 0 : r->server->out.len;
-  napi_set_named_property(env, result, "toServer",
-                          buffer_copy(env, to_server ? r->server->out.data : NULL, to_server));
+  napi_set_element(env, result, 0, bytes_or_undefined(env, &r->client->out, !r->stopped));
+  napi_set_element(env, result, 1, bytes_or_undefined(env, &r->server->out, !r->stopped));
   napi_get_boolean(env, at_boundary(&r->from_server), &flag);
-  napi_set_named_property(env, result, "serverAtBoundary", flag);
+  napi_set_element(env, result, 2, flag);
   if (keep && server_keepable(r)) link = link_keep(link_of_side(r->server));
   int kept = link != NULL;
   if (!kept) napi_get_undefined(env, &link);
-  napi_set_named_property(env, result, "serverLink", link);
+  napi_set_element(env, result, 3, link);
   if (!r->stopped) r->client->out.len = r->server->out.len = 0;
   relay_halt(r, kept);
   return result;
@@ -737,68 +753,47 @@ static void set_number(napi_env env, napi_value object, const char *name, double
   napi_set_named_property(env, object, name, value);
 }
 
-static uint32_t count_named(napi_env env, napi_value object, const char *name) {
-  int32_t value = 0;
-  napi_get_value_int32(env, get_named(env, object, name), &value);
-  return value > 0 ? (uint32_t)value : 0;
-}
-
-static uint8_t letter_named(napi_env env, napi_value object, const char *name) {
-  char letter[2] = {0, 0};
-  size_t len;
-  napi_get_value_string_latin1(env, get_named(env, object, name), letter, sizeof letter, &len);
-  return (uint8_t)letter[0];
-}
-
 static int bool_named(napi_env env, napi_value object, const char *name) {
   bool value = false;
   napi_get_value_bool(env, get_named(env, object, name), &value);
   return value;
 }
 
-/* Where the session's requests stood when the relay took it over (CarriedProgress, as
- * progress() gives it): it goes on from there. */
-static void carry_progress(napi_env env, napi_value carried, progress_t *p) {
-#define READ_COUNT(name, member) p->member = count_named(env, carried, name);
-#define READ_LETTER(name, member) p->member = letter_named(env, carried, name);
-#define READ_FLAG(name, member) p->member = bool_named(env, carried, name);
-  CARRIED_PROGRESS(READ_COUNT, READ_LETTER, READ_FLAG)
+/* A slot's value as a count, a byte or a flag: anything out of range reads as 0. */
+static uint32_t slot_count(double value) {
+  return value > 0 && value < 4294967296.0 ? (uint32_t)value : 0;
+}
+
+/* Where the session's requests stood when the relay took it over: the carried fields, as
+ * JavaScript wrote them into the progress slots (progress() says how) before relay(). */
+static void carry_progress(const double *slot, progress_t *p) {
+#define READ_COUNT(name, member) p->member = slot_count(*slot++);
+#define READ_BYTE(name, member) p->member = (uint8_t)slot_count(*slot++);
+  CARRIED_PROGRESS(READ_COUNT, READ_BYTE, READ_BYTE)
 #undef READ_COUNT
-#undef READ_LETTER
-#undef READ_FLAG
+#undef READ_BYTE
 }
 
-static void set_letter(napi_env env, napi_value object, const char *name, uint8_t letter) {
-  char text[2] = {(char)letter, 0};
-  napi_set_named_property(env, object, name, string_value(env, text));
-}
-
-static void set_bool(napi_env env, napi_value object, const char *name, int flag) {
-  napi_value value;
-  napi_get_boolean(env, flag, &value);
-  napi_set_named_property(env, object, name, value);
-}
-
-/* progress(): RequestProgress, the carried fields and { quietMs, transactions }: where the
- * session's requests stand (session-progress.h), for timeouts, for what to tell a client the
- * proxy cuts off, and for the relay that carries the session on. */
+/* progress(): where the session's requests stand (session-progress.h), for timeouts, for what
+ * to tell a client the proxy cuts off, and for the relay that carries the session on; written
+ * into the addon's progress slots (relayProgressSlots(), a Float64Array), not made an object
+ * of: the carried fields in CARRIED_PROGRESS order (a letter as its code, a flag as 0 or 1),
+ * then transactions and quietMs. */
 static napi_value js_progress(napi_env env, napi_callback_info info) {
-  napi_value self, result;
+  napi_value self;
   relay_t *r;
+  addon_data_t *data;
   CHECK(napi_get_cb_info(env, info, NULL, NULL, &self, NULL));
   CHECK(napi_unwrap(env, self, (void **)&r));
+  CHECK(napi_get_instance_data(env, (void **)&data));
   const progress_t *p = &r->progress;
-  CHECK(napi_create_object(env, &result));
-#define WRITE_COUNT(name, member) set_number(env, result, name, p->member);
-#define WRITE_LETTER(name, member) set_letter(env, result, name, p->member);
-#define WRITE_FLAG(name, member) set_bool(env, result, name, p->member);
-  CARRIED_PROGRESS(WRITE_COUNT, WRITE_LETTER, WRITE_FLAG)
-#undef WRITE_COUNT
-#undef WRITE_LETTER
-#undef WRITE_FLAG
-  set_number(env, result, "transactions", (double)p->transactions);
-  set_number(env, result, "quietMs", r->stopped ? 0 : (double)(loop_now(r) - p->progress_at));
-  return result;
+  double *slot = data->progress_slots;
+#define WRITE(name, member) *slot++ = (double)p->member;
+  CARRIED_PROGRESS(WRITE, WRITE, WRITE)
+#undef WRITE
+  *slot++ = (double)p->transactions;
+  *slot = r->stopped ? 0 : (double)(loop_now(r) - p->progress_at);
+  return NULL;
 }
 
 /* A side reads and writes a duplicate of `fd`, or, given a TLS channel (whose plaintext end
@@ -939,8 +934,8 @@ static napi_value js_close_when_idle(napi_env env, napi_callback_info info) {
   return idle;
 }
 /* relay(clientFd, serverFd, { maxMessageBytes, frontendTypes, interceptTypes, statementNeedles,
- * queryCache, progress, keepsServer, clientTls, serverTls, serverLink, onMessage,
- * onServerMessage, onClose })
+ * queryCache, keepsServer, clientTls, serverTls, serverLink, onMessage, onServerMessage,
+ * onClose }), the session's progress so far in the progress slots (carry_progress)
  * → { stop(), progress(), update(), closeWhenIdle() }. The caller has stopped reading both
  * sockets and has nothing queued on them; the relay reads and writes duplicates of their
  * descriptors, or, given a server link that waits, the link's. */
@@ -953,10 +948,10 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   CHECK(napi_get_value_int32(env, argv[0], &client_fd));
   CHECK(napi_get_value_int32(env, argv[1], &server_fd));
   CHECK(napi_get_uv_event_loop(env, &loop));
-  napi_ref *relay_class = NULL;
+  addon_data_t *data = NULL;
   napi_value constructor;
-  CHECK(napi_get_instance_data(env, (void **)&relay_class));
-  CHECK(napi_get_reference_value(env, *relay_class, &constructor));
+  CHECK(napi_get_instance_data(env, (void **)&data));
+  CHECK(napi_get_reference_value(env, data->relay_class, &constructor));
   CHECK(napi_new_instance(env, constructor, 0, NULL, &wrapper));
   relay_t *r = calloc(1, sizeof *r);
   if (!r) {
@@ -964,7 +959,7 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
     return NULL;
   }
   r->env = env;
-  carry_progress(env, get_named(env, argv[2], "progress"), &r->progress);
+  carry_progress(data->progress_slots, &r->progress);
   r->progress.progress_at = uv_now(loop);
   fill_types(env, get_named(env, argv[2], "frontendTypes"), r->from_client.valid);
   r->keeps_server = bool_named(env, argv[2], "keepsServer");
@@ -1103,10 +1098,41 @@ static napi_value js_relay_construct(napi_env env, napi_callback_info info) {
   return self;
 }
 
-static void relay_class_finalize(napi_env env, void *data, void *hint) {
+static void addon_data_finalize(napi_env env, void *data, void *hint) {
   (void)hint;
-  napi_delete_reference(env, *(napi_ref *)data);
-  free(data);
+  addon_data_t *addon = data;
+  napi_delete_reference(env, addon->relay_class);
+  napi_delete_reference(env, addon->progress_array);
+  free(addon);
+}
+
+/* relayProgressSlots() → the Float64Array progress() writes into (one per addon instance). */
+static napi_value js_relay_progress_slots(napi_env env, napi_callback_info info) {
+  (void)info;
+  addon_data_t *data;
+  napi_value array;
+  CHECK(napi_get_instance_data(env, (void **)&data));
+  CHECK(napi_get_reference_value(env, data->progress_array, &array));
+  return array;
+}
+
+/* The addon's own data: the relay class and the progress slots. */
+static int set_addon_data(napi_env env, napi_value constructor) {
+  addon_data_t *data = calloc(1, sizeof *data);
+  napi_value buffer, array;
+  void *slots;
+  if (!data) return -1;
+  if (napi_create_arraybuffer(env, PROGRESS_SLOTS * sizeof(double), &slots, &buffer) != napi_ok ||
+      napi_create_typedarray(env, napi_float64_array, PROGRESS_SLOTS, buffer, 0, &array) !=
+          napi_ok ||
+      napi_create_reference(env, array, 1, &data->progress_array) != napi_ok ||
+      napi_create_reference(env, constructor, 1, &data->relay_class) != napi_ok ||
+      napi_set_instance_data(env, data, addon_data_finalize, NULL) != napi_ok) {
+    free(data);
+    return -1;
+  }
+  data->progress_slots = slots;
+  return 0;
 }
 
 static napi_value define_relay_class(napi_env env) {
@@ -1116,16 +1142,9 @@ static napi_value define_relay_class(napi_env env) {
       {"update", NULL, js_update, NULL, NULL, NULL, napi_default_method, NULL},
       {"closeWhenIdle", NULL, js_close_when_idle, NULL, NULL, NULL, napi_default_method, NULL}};
   napi_value constructor;
-  napi_ref *ref = malloc(sizeof *ref);
-  if (!ref) {
-    napi_throw_error(env, NULL, "pgfence relay: out of memory");
-    return NULL;
-  }
   if (napi_define_class(env, "NativeRelay", NAPI_AUTO_LENGTH, js_relay_construct, NULL,
                         sizeof methods / sizeof *methods, methods, &constructor) != napi_ok ||
-      napi_create_reference(env, constructor, 1, ref) != napi_ok ||
-      napi_set_instance_data(env, ref, relay_class_finalize, NULL) != napi_ok) {
-    free(ref);
+      set_addon_data(env, constructor) < 0) {
     napi_throw_error(env, NULL, "pgfence relay: cannot define the relay class");
     return NULL;
   }
@@ -1147,7 +1166,8 @@ NAPI_MODULE_INIT() {
                                                {"loginRead", js_login_read},
                                                {"linkReset", js_link_reset},
                                                {"linkClose", js_link_close},
-                                               {"releaseFreeMemory", js_release_free_memory}};
+                                               {"releaseFreeMemory", js_release_free_memory},
+                                               {"relayProgressSlots", js_relay_progress_slots}};
   define_functions(env, exports, functions, sizeof functions / sizeof *functions);
   return exports;
 }

@@ -1,10 +1,10 @@
 import type net from 'node:net'
 import type { CommentKeys } from '../rewrite/normalise.js'
 import { nativeAddon } from '../native-addon.js'
-import { FRONTEND_TYPE_CHARS } from '../wire/protocol.js'
+import { FRONTEND_TYPE_CHARS, transactionStatus } from '../wire/protocol.js'
 import { descriptorOf, stopReading } from '../net/socket-handle.js'
 import { nativeTlsChannel, type NativeTlsChannel } from '../net/native-tls.js'
-import type { CarriedProgress, RequestProgress } from './request-progress.js'
+import { CARRIED_FIELDS, type CarriedProgress, type RequestProgress } from './request-progress.js'
 import type { ServerLinkHandle } from './server-link.js'
 import type { LoginWatch } from '../client/client-connection.js'
 
@@ -96,8 +96,35 @@ export type NativeQueryCache = { readonly brand: unique symbol }
 /** What a template function gives the native cache for a normalised Query text. */
 export type NativeTemplate = { parts: Buffer[]; holes: number[] } | null | undefined
 
+/** The relay as the addon makes it (relay.c): the session's progress goes through the slots. */
+interface CompiledRelay {
+  stop(
+    keepServer: boolean,
+  ): [
+    toClient: Buffer | undefined,
+    toServer: Buffer | undefined,
+    serverAtBoundary: boolean,
+    serverLink: ServerLinkHandle | undefined,
+  ]
+  /** Writes the progress into the progress slots. */
+  progress(): void
+  update(settings: NativeRelaySettings): void
+  closeWhenIdle(): boolean
+}
+
 interface NativeRelayModule {
-  relay(clientFd: number, serverFd: number, options: NativeRelayOptions): NativeRelay
+  /** Takes the session's progress so far from the progress slots. */
+  relay(
+    clientFd: number,
+    serverFd: number,
+    options: Omit<NativeRelayOptions, 'progress'>,
+  ): CompiledRelay
+  /**
+   * Where the relay reads and writes a session's progress, not made an object of: the carried
+   * fields in CARRIED_FIELDS order (the status as its byte, a flag as 0 or 1), then
+   * transactions and quietMs.
+   */
+  relayProgressSlots(): Float64Array
   /**
    * A cache of Query rewrite templates by normalised text (src/rewrite/normalise.ts, reading
    * the values of `keys` in comments): on a miss the relay calls `templateFor` with the text,
@@ -119,6 +146,64 @@ interface NativeRelayModule {
 
 /** The compiled relay (src/native/relay.c), or null when it was not built. */
 export const nativeRelayModule = nativeAddon as NativeRelayModule | null
+
+const slots = nativeRelayModule?.relayProgressSlots() ?? new Float64Array(0)
+/** Each carried field's slot; transactions and quietMs follow them. */
+const SLOT = Object.fromEntries(CARRIED_FIELDS.map((field, i) => [field, i])) as Record<
+  (typeof CARRIED_FIELDS)[number],
+  number
+>
+const TRANSACTIONS_SLOT = CARRIED_FIELDS.length
+
+function writeCarried(progress: CarriedProgress): void {
+  slots[SLOT.outstanding] = progress.outstanding
+  slots[SLOT.status] = progress.status.charCodeAt(0)
+  slots[SLOT.mayCommit] = Number(progress.mayCommit)
+  slots[SLOT.namedCommit] = Number(progress.namedCommit)
+  slots[SLOT.unsynced] = Number(progress.unsynced)
+}
+
+function readProgress(): RequestProgress {
+  return {
+    outstanding: slots[SLOT.outstanding]!,
+    status: transactionStatus(slots[SLOT.status]!),
+    mayCommit: slots[SLOT.mayCommit] === 1,
+    namedCommit: slots[SLOT.namedCommit] === 1,
+    unsynced: slots[SLOT.unsynced] === 1,
+    transactions: slots[TRANSACTIONS_SLOT]!,
+    quietMs: slots[TRANSACTIONS_SLOT + 1]!,
+  }
+}
+
+const NOTHING = Buffer.alloc(0)
+
+/** A running compiled relay, as sessions use it. */
+class Relay implements NativeRelay {
+  constructor(private readonly compiled: CompiledRelay) {}
+
+  stop(keepServer = false): RelayRemainder {
+    const [toClient, toServer, serverAtBoundary, serverLink] = this.compiled.stop(keepServer)
+    return {
+      toClient: toClient ?? NOTHING,
+      toServer: toServer ?? NOTHING,
+      serverAtBoundary,
+      serverLink,
+    }
+  }
+
+  progress(): RequestProgress {
+    this.compiled.progress()
+    return readProgress()
+  }
+
+  update(settings: NativeRelaySettings): void {
+    this.compiled.update(settings)
+  }
+
+  closeWhenIdle(): boolean {
+    return this.compiled.closeWhenIdle()
+  }
+}
 
 /**
  * The descriptor of a socket that carries the session's plaintext with nothing buffered either
@@ -180,9 +265,10 @@ export function relaySession(
   const clientLogin = clientSocket ? undefined : (takeLoginWatch?.() ?? undefined)
   if (clientSocket) stopReading(clientSocket, !clientReadsAgain)
   if (!serverLink) stopReading(server, !serverReadsAgain)
+  writeCarried(hooks.progress)
   // Every property named, no spread: V8 (11.3) gives an object spread and then added to a new
   // hidden class each time, which lives until a full collection.
-  return nativeRelayModule.relay(clientFd, serverFd, {
+  const compiled = nativeRelayModule.relay(clientFd, serverFd, {
     maxMessageBytes: settings.maxMessageBytes,
     interceptTypes: settings.interceptTypes,
     statementNeedles: settings.statementNeedles,
@@ -193,9 +279,9 @@ export function relaySession(
     serverTls: nativeTlsChannel(server),
     serverLink,
     clientLogin,
-    progress: hooks.progress,
     onMessage: hooks.onMessage,
     onServerMessage: hooks.onServerMessage,
     onClose: hooks.onClose,
   })
+  return new Relay(compiled)
 }
