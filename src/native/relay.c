@@ -712,9 +712,9 @@ static int server_keepable(const relay_t *r) {
 }
 
 /* Bytes for JavaScript: a Buffer, or undefined when there are none (no Buffer to make). */
-static napi_value bytes_or_undefined(napi_env env, const bytes_t *bytes, int present) {
+static napi_value bytes_or_undefined(napi_env env, const bytes_t *bytes) {
   napi_value value;
-  if (present && bytes->len > 0) return buffer_copy(env, bytes->data, bytes->len);
+  if (bytes && bytes->len > 0) return buffer_copy(env, bytes->data, bytes->len);
   napi_get_undefined(env, &value);
   return value;
 }
@@ -734,8 +734,8 @@ static napi_value js_stop(napi_env env, napi_callback_info info) {
   if (argc > 0) napi_get_value_bool(env, argv[0], &keep);
   CHECK(napi_create_array_with_length(env, 4, &result));
   /* Once stopped, a side may be gone: its bytes were handed over by the first stop. */
-  napi_set_element(env, result, 0, bytes_or_undefined(env, &r->client->out, !r->stopped));
-  napi_set_element(env, result, 1, bytes_or_undefined(env, &r->server->out, !r->stopped));
+  napi_set_element(env, result, 0, bytes_or_undefined(env, r->stopped ? NULL : &r->client->out));
+  napi_set_element(env, result, 1, bytes_or_undefined(env, r->stopped ? NULL : &r->server->out));
   napi_get_boolean(env, at_boundary(&r->from_server), &flag);
   napi_set_element(env, result, 2, flag);
   if (keep && server_keepable(r)) link = link_keep(link_of_side(r->server));
