@@ -12,7 +12,8 @@ export interface Interception {
 
 /**
  * The message types a relay hands over whole: Terminate always (a clean goodbye, after which
- * the server's close is expected), the others as `interception` asks.
+ * the server's close is expected; the native relay keeps it for itself, native-relay.ts's
+ * keepsServer), the others as `interception` asks.
  */
 export function interceptedTypes({ statements, bind, close }: Interception): number[] {
   if (!statements) return [Frontend.Terminate]

@@ -383,7 +383,7 @@ export class ProxySession {
           if (kind === 'invalid')
             return this.abort(new PgError('08P01', detail ?? 'invalid message'))
           if (kind === 'idle') return this.terminate(this.closingWhenIdle!)
-          // A pooled server connection kept the client's Terminate: its goodbye stays with pgfence.
+          // The client said goodbye: the close that ended the relay (either side's) was expected.
           if (kind === 'goodbye') this.terminating = true
           this.options.logger.debug({ detail }, 'client connection closed')
           this.finish()
