@@ -57,19 +57,10 @@ export class ClientStatements {
    * whether there was any.
    */
   closeAllForeign(server: ServerConnection): boolean {
-    let closed = false
-    for (const [name, theirs] of server.prepared) {
-      const mine = this.parses.get(name)
-      if (theirs === mine) continue
-      // The same bytes make the same statement: the client's own (as ensurePrepared takes it).
-      if (mine?.equals(theirs)) {
-        this.parses.set(name, theirs)
-        continue
-      }
-      this.inject(closeStatement(name))
-      server.prepared.delete(name)
-      closed = true
-    }
+    const held = server.prepared.size
+    for (const [name, theirs] of server.prepared)
+      if (!this.takeSame(name, theirs)) this.closeForeign(server, name)
+    const closed = server.prepared.size < held
     if (closed) this.send(FLUSH)
     return closed
   }
@@ -82,18 +73,22 @@ export class ClientStatements {
     server.prepared.delete(name)
   }
 
+  /**
+   * Another client's Parse of the same bytes made the same statement: the client uses it as its
+   * own, compared by identity from now on. Returns whether it did.
+   */
+  private takeSame(name: string, theirs: Buffer): boolean {
+    if (!this.parses.get(name)?.equals(theirs)) return false
+    this.parses.set(name, theirs)
+    return true
+  }
+
   /** A named statement the connection lacks (or holds another client's version of) is re-made. */
   ensurePrepared(server: ServerConnection, name: string | undefined): void {
     if (!name) return
     const mine = this.parses.get(name)
     const theirs = server.prepared.get(name)
-    if (theirs === mine) return
-    if (theirs && mine?.equals(theirs)) {
-      // Another client's Parse of the same bytes made the same statement: use it, and compare
-      // by identity from now on.
-      this.parses.set(name, theirs)
-      return
-    }
+    if (theirs === mine || (theirs && this.takeSame(name, theirs))) return
     if (theirs) this.inject(closeStatement(name))
     server.prepared.delete(name)
     if (!mine) return
