@@ -17,6 +17,8 @@
         "src/native/scram-server.c",
         "src/native/random-block.c",
         "src/native/client-login.c",
+        "src/native/login-memory.c",
+        "src/native/startup-user.c",
         "src/native/server-link.c",
         "src/native/relay-side.c",
         "src/native/reset-answer.c"

@@ -36,7 +36,12 @@ type Report = [
 ]
 
 interface NativeLoginModule {
-  clientLogins(offer: Buffer, choose: (packet: Buffer) => Buffer | null): Logins
+  clientLogins(
+    offer: Buffer,
+    choose: (packet: Buffer) => Buffer | null,
+    askedAlways: string,
+  ): Logins
+  loginsRemember(logins: Logins, on: boolean): void
   loginStart(logins: Logins, fd: number, done: (...report: Report) => void): Login
   loginClose(login: Login): void
   loginRead(login: Login, onBytes: (chunk: Buffer | undefined) => boolean): void
@@ -117,13 +122,29 @@ export class NativeLogins {
   /**
    * `choose`, given a startup-phase packet (any kind, not decoded): the verifier to check the
    * client against, a one-byte answer to send before reading the next packet (an encryption
-   * request refused), or null for a login JavaScript runs.
+   * request refused), or null for a login JavaScript runs. C remembers a verifier for the
+   * user of a plain StartupMessage (protocol 3.0, no replication, a database other than
+   * `askedAlways`) and a one-byte answer for the request, and answers the next such packet
+   * alike without calling `choose`, until `remember(false)`.
    */
-  constructor(offer: Buffer, choose: (packet: Buffer) => ScramVerifier | Buffer | null) {
-    this.logins = addon!.clientLogins(offer, (packet) => {
+  constructor(
+    offer: Buffer,
+    choose: (packet: Buffer) => ScramVerifier | Buffer | null,
+    askedAlways: string,
+  ) {
+    const chooseForC = (packet: Buffer) => {
       const choice = choose(packet)
       return choice === null || Buffer.isBuffer(choice) ? choice : verifierForC(choice)
-    })
+    }
+    this.logins = addon!.clientLogins(offer, chooseForC, askedAlways)
+  }
+
+  /**
+   * Whether C may answer from what `choose` gave before: off while a choice would differ from
+   * the one remembered (logins refused), and off then on again to forget (the user list changed).
+   */
+  remember(on: boolean): void {
+    addon!.loginsRemember(this.logins, on)
   }
 
   /**

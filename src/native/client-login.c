@@ -1,17 +1,23 @@
 /*
  * A client's login in C, up to its authentication: the StartupMessage, then the SCRAM-SHA-256
  * exchange (scram-server.h) against the verifier JavaScript chose for it, on the event loop,
- * without a JavaScript call per message. JavaScript is called twice: to choose (with the startup
- * packet: a verifier, or nothing when the login is not one C takes), and when it is over.
+ * without a JavaScript call per message. JavaScript is called to choose (with the startup
+ * packet: a verifier, or nothing when the login is not one C takes), and when it is over. What
+ * it chose for a user, or for an encryption request, is remembered (login-memory.h), and the
+ * next such packet is answered alike without asking, while JavaScript lets C remember.
  * What to answer the client then (AuthenticationSASLFinal, AuthenticationOk and the greeting, or
  * an error) is JavaScript's to write: this file writes only AuthenticationSASL and
  * AuthenticationSASLContinue.
  *
- * JavaScript API (src/client/native-login.ts):
- *   clientLogins(offer, choose) → logins: `offer`, the AuthenticationSASL message to send;
- *     choose(packet) → a Buffer: StoredKey, ServerKey, then ",s=<salt>,i=<iterations>" (check
- *     the client against it), or one byte to answer and read the next packet (an encryption
- *     request refused); or null: JavaScript takes the login
+ * JavaScript API (src/auth/native-login.ts):
+ *   clientLogins(offer, choose, askedAlways) → logins: `offer`, the AuthenticationSASL message
+ *     to send; choose(packet) → a Buffer: StoredKey, ServerKey, then ",s=<salt>,i=<iterations>"
+ *     (check the client against it), or one byte to answer and read the next packet (an
+ *     encryption request refused); or null: JavaScript takes the login. A verifier is
+ *     remembered for the packet's user, when the packet is a plain login (startup-user.h) to a
+ *     database other than `askedAlways`; a one-byte answer for the request's code.
+ *   loginsRemember(logins, on): whether C may answer from what it remembers; off, it forgets
+ *     all and asks JavaScript about every packet until turned on again
  *   loginStart(logins, fd, done) → login; the descriptor stays the caller's (C reads a duplicate)
  *     done(outcome, bytes, failure, detail): LOGIN_OUTCOME_* (login-codes.h), with its bytes in
  *     one Buffer:
@@ -39,10 +45,13 @@
 #include "bytes.h"
 #include "client-login.h"
 #include "login-codes.h"
+#include "login-memory.h"
+#include "napi-string.h"
 #include "napi-tagged.h"
 #include "protocol-codes.h"
 #include "random-block.h"
 #include "scram-server.h"
+#include "startup-user.h"
 
 #define READ_BYTES (16 * 1024)
 /* server-final: "v=", then the server's signature in base64 (padded). */
@@ -63,6 +72,9 @@ typedef struct {
   napi_env env;
   napi_ref choose;
   bytes_t offer;
+  login_memory_t memory;
+  int recall;         /* loginsRemember: answer from memory */
+  char *asked_always; /* the database whose logins JavaScript always chooses for */
   napi_async_context async;
   int logins;     /* logins that use this setup */
   int finalized;  /* the JavaScript value is gone */
@@ -101,6 +113,8 @@ static void setup_free_if_done(setup_t *setup) {
   napi_delete_reference(setup->env, setup->choose);
   napi_async_destroy(setup->env, setup->async);
   bytes_free(&setup->offer);
+  login_memory_clear(&setup->memory);
+  free(setup->asked_always);
   free(setup);
 }
 
@@ -230,11 +244,53 @@ static void consume(bytes_t *in, size_t n) {
 
 enum choice { FALLBACK, CHECK, ANSWERED };
 
-/* Asks JavaScript about the startup packet at the head of `in`: a verifier to check the client
- * against (CHECK), a one-byte answer to send before the next packet (ANSWERED: an encryption
- * request refused), or nothing (FALLBACK). */
+/* What a choice's bytes say (see choose below), taken into the login. */
+static enum choice take_choice(login_t *login, const uint8_t *data, size_t n) {
+  enum choice choice = n == 1 ? ANSWERED : n > VERIFIER_BYTES ? CHECK : FALLBACK;
+  if (choice == ANSWERED && bytes_append(&login->out, data, 1) < 0) return FALLBACK;
+  if (choice != CHECK) return choice;
+  memcpy(login->scram.stored_key, data, SCRAM_KEY_BYTES);
+  memcpy(login->scram.server_key, data + SCRAM_KEY_BYTES, SCRAM_KEY_BYTES);
+  login->scram.suffix = malloc(n - VERIFIER_BYTES + 1);
+  if (!login->scram.suffix) return FALLBACK;
+  memcpy(login->scram.suffix, data + VERIFIER_BYTES, n - VERIFIER_BYTES);
+  login->scram.suffix[n - VERIFIER_BYTES] = 0;
+  return CHECK;
+}
+
+/* What was chosen before for a packet like this one (see remember), or NULL. */
+static const uint8_t *recalled(const setup_t *setup, const uint8_t *packet, size_t len,
+                               size_t *n) {
+  const uint8_t *user;
+  size_t user_len;
+  if (!setup->recall) return NULL;
+  *n = 1;
+  if (len == MIN_STARTUP_PACKET) return login_memory_answer(&setup->memory, read_u32(packet + 4));
+  if (!startup_user(packet, len, setup->asked_always, &user, &user_len)) return NULL;
+  return login_memory_find(&setup->memory, user, user_len, n);
+}
+
+/* Keeps what JavaScript chose for a packet when the choice holds for every packet like it: an
+ * encryption request's answer, a plain login's verifier (which depends on its user alone). */
+static void remember(setup_t *setup, const uint8_t *packet, size_t len, enum choice choice,
+                     const uint8_t *data, size_t n) {
+  const uint8_t *user;
+  size_t user_len;
+  if (!setup->recall) return;
+  if (choice == ANSWERED && len == MIN_STARTUP_PACKET)
+    login_memory_keep_answer(&setup->memory, read_u32(packet + 4), data[0]);
+  else if (choice == CHECK && startup_user(packet, len, setup->asked_always, &user, &user_len))
+    login_memory_keep(&setup->memory, user, user_len, data, n);
+}
+
+/* Chooses for the startup packet at the head of `in`, from memory or by asking JavaScript: a
+ * verifier to check the client against (CHECK), a one-byte answer to send before the next
+ * packet (ANSWERED: an encryption request refused), or nothing (FALLBACK). */
 static enum choice choose(login_t *login, size_t len) {
   setup_t *setup = login->setup;
+  size_t n = 0;
+  const uint8_t *known = recalled(setup, login->in.data, len, &n);
+  if (known) return take_choice(login, known, n);
   napi_env env = setup->env;
   napi_handle_scope scope;
   napi_open_handle_scope(env, &scope);
@@ -243,22 +299,12 @@ static enum choice choose(login_t *login, size_t len) {
   napi_get_reference_value(env, setup->choose, &fn);
   result = call(setup, fn, 1, argv);
   void *data = NULL;
-  size_t n = 0;
   bool is_buffer = false;
   enum choice choice = FALLBACK;
   if (result && napi_is_buffer(env, result, &is_buffer) == napi_ok && is_buffer &&
-      napi_get_buffer_info(env, result, &data, &n) == napi_ok)
-    choice = n == 1 ? ANSWERED : n > VERIFIER_BYTES ? CHECK : FALLBACK;
-  if (choice == ANSWERED && bytes_append(&login->out, data, 1) < 0) choice = FALLBACK;
-  if (choice == CHECK) {
-    memcpy(login->scram.stored_key, data, SCRAM_KEY_BYTES);
-    memcpy(login->scram.server_key, (uint8_t *)data + SCRAM_KEY_BYTES, SCRAM_KEY_BYTES);
-    login->scram.suffix = malloc(n - VERIFIER_BYTES + 1);
-    if (login->scram.suffix) {
-      memcpy(login->scram.suffix, (uint8_t *)data + VERIFIER_BYTES, n - VERIFIER_BYTES);
-      login->scram.suffix[n - VERIFIER_BYTES] = 0;
-    }
-    if (!login->scram.suffix) choice = FALLBACK;
+      napi_get_buffer_info(env, result, &data, &n) == napi_ok) {
+    choice = take_choice(login, data, n);
+    if (choice != FALLBACK) remember(setup, login->in.data, len, choice, data, n);
   }
   napi_close_handle_scope(env, scope);
   return choice;
@@ -445,20 +491,25 @@ static napi_value throw_error(napi_env env, const char *message) {
 }
 
 napi_value js_client_logins(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2], external, name;
+  size_t argc = 3;
+  napi_value argv[3], external, name;
   void *offer = NULL;
   size_t offer_len = 0;
   napi_valuetype type;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 ||
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 ||
       napi_get_buffer_info(env, argv[0], &offer, &offer_len) != napi_ok ||
       napi_typeof(env, argv[1], &type) != napi_ok || type != napi_function)
-    return throw_error(env, "pgfence login: clientLogins(offer, choose)");
+    return throw_error(env, "pgfence login: clientLogins(offer, choose, askedAlways)");
   setup_t *setup = calloc(1, sizeof *setup);
-  if (!setup || bytes_append(&setup->offer, offer, offer_len) < 0) {
+  if (!setup) return throw_error(env, "pgfence login: out of memory");
+  if (bytes_append(&setup->offer, offer, offer_len) < 0 ||
+      !(setup->asked_always = latin1_string(env, argv[2]))) {
+    bytes_free(&setup->offer);
     free(setup);
-    return throw_error(env, "pgfence login: out of memory");
+    return throw_error(env, "pgfence login: clientLogins(offer, choose, askedAlways)");
   }
+  login_memory_init(&setup->memory);
+  setup->recall = 1;
   setup->env = env;
   napi_create_reference(env, argv[1], 1, &setup->choose);
   napi_create_external(env, setup, setup_finalize, NULL, &external);
@@ -466,6 +517,20 @@ napi_value js_client_logins(napi_env env, napi_callback_info info) {
   napi_create_string_utf8(env, "pgfence.login", NAPI_AUTO_LENGTH, &name);
   napi_async_init(env, external, name, &setup->async);
   return external;
+}
+
+napi_value js_logins_remember(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  setup_t *setup = NULL;
+  bool on = false;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 ||
+      !(setup = tagged(env, argv[0], &SETUP_TAG)) ||
+      napi_get_value_bool(env, argv[1], &on) != napi_ok)
+    return throw_error(env, "pgfence login: loginsRemember(logins, on)");
+  if (!on) login_memory_clear(&setup->memory);
+  setup->recall = on;
+  return NULL;
 }
 
 napi_value js_login_start(napi_env env, napi_callback_info info) {

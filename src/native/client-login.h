@@ -6,6 +6,7 @@
 #include "relay-side.h"
 
 napi_value js_client_logins(napi_env env, napi_callback_info info);
+napi_value js_logins_remember(napi_env env, napi_callback_info info);
 napi_value js_login_start(napi_env env, napi_callback_info info);
 napi_value js_login_close(napi_env env, napi_callback_info info);
 napi_value js_login_read(napi_env env, napi_callback_info info);

@@ -1161,6 +1161,7 @@ NAPI_MODULE_INIT() {
                                                {"tlsContext", js_tls_context},
                                                {"tlsStart", js_tls_start},
                                                {"clientLogins", js_client_logins},
+                                               {"loginsRemember", js_logins_remember},
                                                {"loginStart", js_login_start},
                                                {"loginClose", js_login_close},
                                                {"loginRead", js_login_read},

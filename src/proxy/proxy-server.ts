@@ -116,13 +116,26 @@ export async function startProxy(
 
   const nativeLogins =
     pooling && nativeRelay && nativeLoginAvailable && (!ownTls || ownTls.native)
-      ? new NativeLogins(SASL_OFFER, (packet) => verifierInC(packet))
+      ? new NativeLogins(SASL_OFFER, (packet) => verifierInC(packet), CONSOLE_DATABASE)
       : null
   /** What refuses a client as soon as its StartupMessage is read: the limit, a shutdown. */
   function refusalBeforeLogin(): PgError | null {
     if (connections.size > live.config.limits.maxClientConnections) return TOO_MANY_CLIENTS
     return draining ? SHUTTING_DOWN : null
   }
+  /**
+   * C answers a user's next logins as verifierInC chose for the first while nothing refuses
+   * logins before authentication; it forgets when the user list may have changed (a reload).
+   */
+  let remembering = true
+  function rememberWhileAccepting(): void {
+    const on = refusalBeforeLogin() === null
+    if (on !== remembering) nativeLogins?.remember((remembering = on))
+  }
+  live.onReload(() => () => {
+    nativeLogins?.remember((remembering = false))
+    rememberWhileAccepting()
+  })
 
   /**
    * What a login in C does with a startup-phase packet: check a plain pooled login whose user
@@ -339,7 +352,12 @@ export async function startProxy(
         // The address is looked up only for a log line or the console that shows it.
         const peer = () => connection.peer()
         const conn = { id, peer, log: () => (log ??= logger.child({ conn: id, peer: peer() })) }
-        connection.onClose(connections.add(connection))
+        const leave = connections.add(connection)
+        rememberWhileAccepting()
+        connection.onClose(() => {
+          leave()
+          rememberWhileAccepting()
+        })
         connection.onError((err) => conn.log().debug({ err: err.message }, 'client socket error'))
         void serve(connection, conn, started)
       },
@@ -382,6 +400,7 @@ export async function startProxy(
     reload: () => live.reload(registry),
     close: async () => {
       draining = true
+      rememberWhileAccepting()
       stopTimeouts()
       await drain(
         listeners,

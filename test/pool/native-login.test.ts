@@ -178,7 +178,7 @@ let server: HandleServer
 let logins: NativeLogins
 
 beforeAll(async () => {
-  logins = new NativeLogins(SASL_OFFER, () => verifier)
+  logins = new NativeLogins(SASL_OFFER, () => verifier, 'pgfence')
   server = await listenForHandles()
 })
 
