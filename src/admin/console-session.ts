@@ -1,5 +1,5 @@
 import type { StartupHandshake } from '../client/startup-handshake.js'
-import type { Logger } from '../log.js'
+import type { LevelLogger } from '../log.js'
 import { PgError } from '../wire/error-response.js'
 import type { ConsoleLogin } from './console-login.js'
 import { CONSOLE_DATABASE, serveConsole, type ConsoleCommands } from './console.js'
@@ -10,7 +10,7 @@ export { consoleLogin } from './console-login.js'
 export interface ConsoleHooks {
   /** The console is open (login accepted). */
   onOpen(): void
-  logger: Logger
+  logger: LevelLogger
 }
 
 /**

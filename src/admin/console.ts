@@ -1,5 +1,5 @@
 import type { ClientConnection } from '../client/client-connection.js'
-import type { Logger } from '../log.js'
+import type { LevelLogger } from '../log.js'
 import {
   backendKeyData,
   commandComplete,
@@ -54,7 +54,7 @@ const SERVER_PARAMETERS: [string, string][] = [
 export function serveConsole(
   connection: ClientConnection,
   commands: ConsoleCommands,
-  logger: Logger,
+  logger: LevelLogger,
 ): void {
   const socket = connection.socket
   let extendedRefused = false
@@ -111,7 +111,7 @@ export function serveConsole(
 async function runStatement(
   sql: string,
   commands: ConsoleCommands,
-  logger: Logger,
+  logger: LevelLogger,
 ): Promise<Buffer> {
   const words = sql.trim().replace(/;\s*$/, '').trim().toLowerCase().split(/\s+/)
   if (words[0] === '') return emptyQueryResponse()

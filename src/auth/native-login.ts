@@ -190,7 +190,7 @@ export async function startupAfterNativeLogin(
     case LoginOutcome.Fallback:
       return { handshake: await runStartup(result.rest) }
     case LoginOutcome.Closed:
-      throw new Error('client closed the connection during authentication')
+      throw CLIENT_LEFT
   }
   const packet = decodeStartupPacket(result.packet)
   if (packet.kind !== 'startup')
@@ -209,3 +209,5 @@ export async function startupAfterNativeLogin(
 }
 
 const NOTHING = Buffer.alloc(0)
+/** Made once: a client that connects and leaves (a health check) costs no stack trace. */
+const CLIENT_LEFT = new Error('client closed the connection during authentication')

@@ -1,6 +1,6 @@
 import net from 'node:net'
 import type { Config } from '../config/schema.js'
-import { createLogger, lazyChild, type Logger } from '../log.js'
+import { createLogger, lazyChild, type LevelLogger, type Logger } from '../log.js'
 import { ANSWER_NO, runStartupHandshake } from '../client/startup-handshake.js'
 import { decodeStartupPacket } from '../wire/startup-packet.js'
 import { SASL_OFFER, verifierFor } from '../auth/client-authenticator.js'
@@ -167,7 +167,7 @@ export async function startProxy(
     started: boolean,
   ): Promise<void> {
     const startupTimer = setTimeout(() => {
-      conn.log().info('startup not completed in time')
+      conn.log.info('startup not completed in time')
       accepted.destroy()
     }, live.config.limits.startupTimeoutMs)
     // A client gone during startup (TLS included) needs no timer.
@@ -204,7 +204,7 @@ export async function startProxy(
             registry.consoles.add(raw)
             raw.once('close', () => registry.consoles.delete(raw))
           },
-          logger: conn.log(),
+          logger: conn.log,
         })
       }
       const database = params.get('database') ?? params.get('user') ?? ''
@@ -328,7 +328,7 @@ export async function startProxy(
     } catch (err) {
       clearTimeout(startupTimer)
       login?.done()
-      refuse(accepted, secure, err, conn.log())
+      refuse(accepted, secure, err, conn.log)
     }
   }
 
@@ -348,17 +348,16 @@ export async function startProxy(
         if (!listenerOptionsInherited)
           applyKeepalive(connection.socketOrDescriptor(), live.config.tcpKeepalive)
         const id = ++nextId
-        let log: Logger | undefined
         // The address is looked up only for a log line or the console that shows it.
         const peer = () => connection.peer()
-        const conn = { id, peer, log: () => (log ??= logger.child({ conn: id, peer: peer() })) }
+        const conn = { id, peer, log: lazyChild(logger, () => ({ conn: id, peer: peer() })) }
         const leave = connections.add(connection)
         rememberWhileAccepting()
         connection.onClose(() => {
           leave()
           rememberWhileAccepting()
         })
-        connection.onError((err) => conn.log().debug({ err: err.message }, 'client socket error'))
+        connection.onError((err) => conn.log.debug({ err: err.message }, 'client socket error'))
         void serve(connection, conn, started)
       },
       nativeLogins !== null,
@@ -417,20 +416,26 @@ export async function startProxy(
 }
 
 /**
- * A client connection's number and address, and its logger: made when first used, since most
- * connections log nothing before their session's own logger takes over.
+ * A client connection's number and address, and its logger: its child logger is made when
+ * something is first logged at an enabled level, since most connections log nothing before
+ * their session's own logger takes over.
  */
 interface AcceptedClient {
   id: number
   peer(): string
-  log(): Logger
+  log: LevelLogger
 }
 
 /**
  * Answers a failed startup with an ErrorResponse when there is one to give, then closes: over
  * the client's TLS socket when it has one.
  */
-function refuse(client: ClientConnection, secure: net.Socket | null, err: unknown, log: Logger) {
+function refuse(
+  client: ClientConnection,
+  secure: net.Socket | null,
+  err: unknown,
+  log: LevelLogger,
+) {
   if (!(err instanceof PgError)) {
     log.debug({ err: (err as Error).message }, 'connection closed during startup')
     return secure ? secure.destroy() : client.destroy()
