@@ -386,7 +386,7 @@ export class ProxySession {
           // The client said goodbye: the close that ended the relay (either side's) was expected.
           if (kind === 'goodbye') this.terminating = true
           this.options.logger.debug({ detail }, 'client connection closed')
-          this.finish()
+          this.finish(true)
         },
       },
       // A pooled server connection reads again after the session, or goes on in C.
@@ -421,8 +421,8 @@ export class ProxySession {
 
   /**
    * Takes both sockets back from the native relay, with the bytes it had not written yet.
-   * `keepServer`: the client said goodbye on a pooled connection, which the relay may leave to
-   * C (keptLink).
+   * `keepServer`: the client left a pooled connection, which the relay leaves to C (keptLink)
+   * when it is idle.
    */
   private stopNative(keepServer = false): boolean {
     const progress = this.native!.progress()
@@ -540,11 +540,17 @@ export class ProxySession {
     pooled.release(this.terminating && this.framer.atBoundary())
   }
 
-  private finish(): void {
+  /**
+   * `clientLeft`: the client said goodbye or closed its end. A pooled connection the native
+   * relay finds idle then stays in C for its reset, as after a Terminate: a client that
+   * closes without one (its process gone, a driver's shortcut) leaves the server as clean.
+   */
+  private finish(clientLeft = false): void {
     if (this.ended) return
     this.ended = true
     const wasNative = this.native !== null
-    if (this.native) this.stopNative(this.terminating && this.options.pooled !== undefined)
+    const keepServer = (clientLeft || this.terminating) && this.options.pooled !== undefined
+    if (this.native) this.stopNative(keepServer)
     this.connection.end()
     if (this.options.pooled) this.returnUpstream(wasNative)
     else this.upstream.destroy()

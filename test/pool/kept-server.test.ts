@@ -31,6 +31,14 @@ async function connect(): Promise<pg.Client> {
   return client
 }
 
+/** A client's socket, to close it without the Terminate that end() sends (the client errs). */
+function socketOf(client: pg.Client): { destroy(): void; end(bytes: Buffer): void } {
+  client.on('error', () => undefined)
+  return (
+    client as unknown as { connection: { stream: { destroy(): void; end(b: Buffer): void } } }
+  ).connection.stream
+}
+
 /**
  * pgfence's descriptors for its server connection from `port`: 1 while Node's socket reads it,
  * 2 while C watches it too, 0 once closed.
@@ -66,6 +74,39 @@ describe('a server connection kept in C between clients', () => {
     )
     expect(rows[0]).toEqual({ pid, kept: '', prepared: 0, dropped: true })
     expect(descriptorsOf(port)).toBe(2) // the relay reads C's descriptor
+    await next.end()
+    await expect.poll(() => descriptorsOf(port)).toBe(2)
+  })
+
+  test('a client that closes its socket without Terminate, idle, leaves it to C as a goodbye does', async () => {
+    const client = await connect()
+    await client.query(`SET pgfence_test.kept = 'dropped'`)
+    const { pid, port } = await backend()
+    socketOf(client).destroy()
+    await expect.poll(() => proxy.connectionCount()).toBe(0)
+    // The relay's own duplicate is closed by now: a second descriptor is C's, watching.
+    await expect.poll(() => descriptorsOf(port)).toBe(2)
+    const next = await connect()
+    const { rows } = await next.query(
+      `SELECT pg_backend_pid() AS pid, current_setting('pgfence_test.kept', true) AS kept`,
+    )
+    expect(rows[0]).toEqual({ pid, kept: '' })
+    await next.end()
+  })
+
+  test('one that closes it between a Parse and its Sync gives the connection back to JavaScript', async () => {
+    const client = await connect()
+    const { pid, port } = await backend()
+    const text = Buffer.from('SELECT 1\0\0')
+    const parse = Buffer.alloc(5)
+    parse.write('P')
+    parse.writeUInt32BE(4 + text.length + 2, 1)
+    socketOf(client).end(Buffer.concat([parse, text, Buffer.alloc(2)]))
+    // JavaScript's reset (a Sync first) runs on the connection's own socket.
+    await expect.poll(() => descriptorsOf(port)).toBe(1)
+    const next = await connect()
+    const { rows } = await next.query('SELECT pg_backend_pid() AS pid')
+    expect(rows[0]).toEqual({ pid })
     await next.end()
     await expect.poll(() => descriptorsOf(port)).toBe(2)
   })
