@@ -1,4 +1,5 @@
-/* A growable byte string, shared by the relay and the query cache. */
+/* A growable byte string, shared by the relay and the query cache, and the protocol's
+ * big-endian 32-bit integers. */
 #ifndef PGFENCE_BYTES_H
 #define PGFENCE_BYTES_H
 #include <stddef.h>
@@ -24,6 +25,18 @@ static inline int bytes_append(bytes_t *b, const uint8_t *p, size_t n) {
   if (n) memcpy(b->data + b->len, p, n);
   b->len += n;
   return 0;
+}
+
+/* The big-endian (network order) 32-bit integer at `p`. */
+static inline uint32_t read_u32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline void write_u32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)(v >> 24);
+  p[1] = (uint8_t)(v >> 16);
+  p[2] = (uint8_t)(v >> 8);
+  p[3] = (uint8_t)v;
 }
 
 static inline void bytes_free(bytes_t *b) {

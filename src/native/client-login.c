@@ -96,17 +96,6 @@ typedef struct {
   int handle_open, finalized;
 } login_t;
 
-static uint32_t read_u32(const uint8_t *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static void write_u32(uint8_t *p, uint32_t v) {
-  p[0] = v >> 24;
-  p[1] = v >> 16;
-  p[2] = v >> 8;
-  p[3] = v;
-}
-
 /* The setup outlives its JavaScript value while logins it started go on (they call `choose`). */
 static void setup_free_if_done(setup_t *setup) {
   if (setup->logins > 0 || !setup->finalized) return;
@@ -258,29 +247,39 @@ static enum choice take_choice(login_t *login, const uint8_t *data, size_t n) {
   return CHECK;
 }
 
-/* What was chosen before for a packet like this one (see remember), or NULL. */
-static const uint8_t *recalled(const setup_t *setup, const uint8_t *packet, size_t len,
-                               size_t *n) {
+/* What a choice for a startup-phase packet is remembered by: an encryption request's code
+ * (the packet's length is 8), or a plain login's user (startup-user.h); for anything else,
+ * neither (no user, and a code login-memory.h keeps nothing for). */
+typedef struct {
+  uint32_t code;
   const uint8_t *user;
   size_t user_len;
+} memory_key_t;
+
+static memory_key_t memory_key(const setup_t *setup, const uint8_t *packet, size_t len) {
+  memory_key_t key = {0, NULL, 0};
+  if (len == MIN_STARTUP_PACKET) key.code = read_u32(packet + 4);
+  else if (!startup_user(packet, len, setup->asked_always, &key.user, &key.user_len))
+    key.user = NULL;
+  return key;
+}
+
+/* What was chosen before for a packet with this key (see remember), or NULL. */
+static const uint8_t *recalled(const setup_t *setup, memory_key_t key, size_t *n) {
   if (!setup->recall) return NULL;
   *n = 1;
-  if (len == MIN_STARTUP_PACKET) return login_memory_answer(&setup->memory, read_u32(packet + 4));
-  if (!startup_user(packet, len, setup->asked_always, &user, &user_len)) return NULL;
-  return login_memory_find(&setup->memory, user, user_len, n);
+  return key.user ? login_memory_find(&setup->memory, key.user, key.user_len, n)
+                  : login_memory_answer(&setup->memory, key.code);
 }
 
 /* Keeps what JavaScript chose for a packet when the choice holds for every packet like it: an
  * encryption request's answer, a plain login's verifier (which depends on its user alone). */
-static void remember(setup_t *setup, const uint8_t *packet, size_t len, enum choice choice,
-                     const uint8_t *data, size_t n) {
-  const uint8_t *user;
-  size_t user_len;
+static void remember(setup_t *setup, memory_key_t key, enum choice choice, const uint8_t *data,
+                     size_t n) {
   if (!setup->recall) return;
-  if (choice == ANSWERED && len == MIN_STARTUP_PACKET)
-    login_memory_keep_answer(&setup->memory, read_u32(packet + 4), data[0]);
-  else if (choice == CHECK && startup_user(packet, len, setup->asked_always, &user, &user_len))
-    login_memory_keep(&setup->memory, user, user_len, data, n);
+  if (choice == ANSWERED && !key.user) login_memory_keep_answer(&setup->memory, key.code, data[0]);
+  else if (choice == CHECK && key.user)
+    login_memory_keep(&setup->memory, key.user, key.user_len, data, n);
 }
 
 /* Chooses for the startup packet at the head of `in`, from memory or by asking JavaScript: a
@@ -289,7 +288,8 @@ static void remember(setup_t *setup, const uint8_t *packet, size_t len, enum cho
 static enum choice choose(login_t *login, size_t len) {
   setup_t *setup = login->setup;
   size_t n = 0;
-  const uint8_t *known = recalled(setup, login->in.data, len, &n);
+  memory_key_t key = memory_key(setup, login->in.data, len);
+  const uint8_t *known = recalled(setup, key, &n);
   if (known) return take_choice(login, known, n);
   napi_env env = setup->env;
   napi_handle_scope scope;
@@ -304,7 +304,7 @@ static enum choice choose(login_t *login, size_t len) {
   if (result && napi_is_buffer(env, result, &is_buffer) == napi_ok && is_buffer &&
       napi_get_buffer_info(env, result, &data, &n) == napi_ok) {
     choice = take_choice(login, data, n);
-    if (choice != FALLBACK) remember(setup, login->in.data, len, choice, data, n);
+    if (choice != FALLBACK) remember(setup, key, choice, data, n);
   }
   napi_close_handle_scope(env, scope);
   return choice;

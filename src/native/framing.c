@@ -2,10 +2,6 @@
 
 #include <stdio.h>
 
-static uint32_t read_u32(const uint8_t *p) {
-  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
 int at_boundary(const framer_t *f) {
   return f->header_len == 0 && f->remaining == 0 && !f->holding;
 }

@@ -104,13 +104,6 @@ cache_entry_t *query_cache_get(query_cache_t *cache, const bytes_t *key, uint64_
   return e;
 }
 
-static void write_u32(uint8_t *p, uint32_t v) {
-  p[0] = (uint8_t)(v >> 24);
-  p[1] = (uint8_t)(v >> 16);
-  p[2] = (uint8_t)(v >> 8);
-  p[3] = (uint8_t)v;
-}
-
 uint8_t *fill_query_template(const cache_entry_t *e, const uint8_t *text,
                              const normalised_t *normalised, size_t *message_len) {
   size_t len = HEADER_BYTES + e->parts.len + 1;

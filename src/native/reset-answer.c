@@ -5,10 +5,6 @@
 
 #include "protocol-codes.h"
 
-static uint32_t read_u32(const uint8_t *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 void reset_answer_start(reset_answer_t *a, int ready) {
   a->in.len = a->statuses.len = 0;
   a->ready_due = ready;

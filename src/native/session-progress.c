@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "bytes.h"
 #include "protocol-codes.h"
 
 static int is_word_char(uint8_t c) {
@@ -29,8 +30,7 @@ static int mentions_commit(const uint8_t *text, size_t n) {
 
 void progress_client_message(progress_t *p, const uint8_t *message, size_t avail, uint64_t now) {
   uint8_t type = message[0];
-  uint32_t length = ((uint32_t)message[1] << 24) | ((uint32_t)message[2] << 16) |
-                    ((uint32_t)message[3] << 8) | message[4];
+  uint32_t length = read_u32(message + 1);
   size_t total = (size_t)length + 1;
   int whole = avail >= total;
   const uint8_t *body = message + HEADER_BYTES;

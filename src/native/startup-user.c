@@ -5,14 +5,11 @@
  */
 #include <string.h>
 
+#include "bytes.h"
 #include "protocol-codes.h"
 #include "startup-user.h"
 
 #define PROTOCOL_3_0 ((uint32_t)PROTOCOL_3_MAJOR << 16)
-
-static uint32_t read_u32(const uint8_t *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
 
 static int named(const uint8_t *text, size_t len, const char *name) {
   return len == strlen(name) && memcmp(text, name, len) == 0;
