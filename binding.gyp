@@ -17,6 +17,7 @@
         "src/native/scram-server.c",
         "src/native/random-block.c",
         "src/native/client-login.c",
+        "src/native/client-accept.c",
         "src/native/login-memory.c",
         "src/native/startup-user.c",
         "src/native/server-link.c",

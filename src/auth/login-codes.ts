@@ -10,6 +10,8 @@ export const enum LoginOutcome {
   Refused = 2,
   /** The client left, or its socket failed. */
   Closed = 3,
+  /** A connection accepted in C did not complete its startup within limits.startupTimeoutMs. */
+  TimedOut = 4,
 }
 
 /** Why a client's authentication failed, in C or in JavaScript. */

@@ -20,7 +20,8 @@ import type { Secret } from './secret.js'
  * read, for the JavaScript startup to go on from.
  */
 
-type Logins = { readonly brand: unique symbol }
+/** A proxy's logins in C (clientLogins), for an acceptor to start logins with. */
+export type Logins = { readonly brand: unique symbol }
 /** A login under way; once authenticated, the watch a relay may take over (LoginWatch). */
 type Login = LoginWatch
 
@@ -28,7 +29,7 @@ type Login = LoginWatch
  * What C reports at a login's end, its bytes in one Buffer (client-login.c says what they are
  * for each outcome).
  */
-type Report = [
+export type Report = [
   outcome: LoginOutcome,
   bytes: Buffer | undefined,
   failure: LoginFailure,
@@ -53,7 +54,7 @@ const addon =
     : null
 
 /** An authenticated login's watch, closed or read through by its connection. */
-const watchControl: LoginWatchControl = {
+export const watchControl: LoginWatchControl = {
   close: (login) => addon!.loginClose(login),
   read: (login, onBytes) => addon!.loginRead(login, onBytes),
 }
@@ -73,6 +74,7 @@ export type NativeLoginResult =
     }
   | { outcome: LoginOutcome.Refused; packet: Buffer; failure: LoginFailure; detail: number }
   | { outcome: LoginOutcome.Closed }
+  | { outcome: LoginOutcome.TimedOut }
 
 const KEY = 32
 
@@ -91,7 +93,9 @@ function verifierForC(verifier: ScramVerifier): Buffer {
   return bytes
 }
 
-function result(...[outcome, bytes, failure, detail]: Report): NativeLoginResult {
+/** What a login's report says. */
+export function loginResult(...[outcome, bytes, failure, detail]: Report): NativeLoginResult {
+  if (outcome === LoginOutcome.TimedOut) return { outcome }
   if (bytes === undefined) return { outcome: LoginOutcome.Closed }
   switch (outcome) {
     case LoginOutcome.Fallback:
@@ -117,7 +121,7 @@ function result(...[outcome, bytes, failure, detail]: Report): NativeLoginResult
 
 /** Logins in C for one proxy, with its choice of verifier. */
 export class NativeLogins {
-  private readonly logins: Logins
+  readonly logins: Logins
 
   /**
    * `choose`, given a startup-phase packet (any kind, not decoded): the verifier to check the
@@ -140,11 +144,17 @@ export class NativeLogins {
   }
 
   /**
-   * Whether C may answer from what `choose` gave before: off while a choice would differ from
-   * the one remembered (logins refused), and off then on again to forget (the user list changed).
+   * Whether C may answer from what `choose` gave before; off, it forgets all. While logins are
+   * refused before authentication the acceptor holds the memory (NativeAcceptor.room).
    */
   remember(on: boolean): void {
     addon!.loginsRemember(this.logins, on)
+  }
+
+  /** Forgets what was remembered (the user list may have changed) and remembers again. */
+  forget(): void {
+    this.remember(false)
+    this.remember(true)
   }
 
   /**
@@ -159,7 +169,7 @@ export class NativeLogins {
       const login = addon!.loginStart(this.logins, fd, (...args) => {
         stopWatching()
         if (args[0] === LoginOutcome.Authenticated) connection.keepLoginWatch(login, watchControl)
-        resolve(result(...args))
+        resolve(loginResult(...args))
       })
       const stopWatching = connection.onClose(() => {
         addon!.loginClose(login)
@@ -190,6 +200,7 @@ export async function startupAfterNativeLogin(
     case LoginOutcome.Fallback:
       return { handshake: await runStartup(result.rest) }
     case LoginOutcome.Closed:
+    case LoginOutcome.TimedOut:
       throw CLIENT_LEFT
   }
   const packet = decodeStartupPacket(result.packet)

@@ -1,6 +1,6 @@
 import net from 'node:net'
 import type tls from 'node:tls'
-import { writeSync } from 'node:fs'
+import { closeSync, writeSync } from 'node:fs'
 import { ReadBufferPool, returnReadBuffer } from '../wire/read-buffer-pool.js'
 import { descriptorOf } from '../net/socket-handle.js'
 import { listenerOptionsInherited, noDelayForAccepted } from '../net/listener-options.js'
@@ -31,9 +31,13 @@ export interface LoginWatchControl {
   read(watch: LoginWatch, onBytes: (chunk: Buffer | undefined) => boolean): void
 }
 
-/** What Node's accepting handle gives for a client: its TCP (or pipe) handle, no socket yet. */
+/**
+ * What Node's accepting handle gives for a client: its TCP (or pipe) handle, no socket yet; or
+ * a bare descriptor the addon accepted (`bare`), on which a socket is made by its number.
+ */
 interface AcceptedHandle {
   fd: number
+  bare?: true
   setNoDelay?(enable: boolean): number
   getpeername?(out: { address?: string; port?: number }): number
   /** Closes the descriptor at once; the handle itself is freed on the loop's next turn. */
@@ -86,6 +90,25 @@ export class ClientConnection {
     return connection
   }
 
+  /**
+   * A client the addon accepted (src/auth/native-accept.ts): its descriptor, JavaScript's to
+   * close, with no socket until one is needed. `peerName`: the descriptor's peer address.
+   */
+  static onDescriptor(fd: number, peerName: (fd: number) => string | undefined): ClientConnection {
+    return ClientConnection.onHandle({
+      fd,
+      bare: true,
+      getpeername: (out) => {
+        const name = peerName(fd)
+        const colon = name?.lastIndexOf(':') ?? -1
+        if (colon > 0)
+          [out.address, out.port] = [name!.slice(0, colon), Number(name!.slice(colon + 1))]
+        return 0
+      },
+      close: () => closeSync(fd),
+    })
+  }
+
   /** For sockets that deliver 'data' events (Node's TLS, or when buffers cannot be reused). */
   static fromDataEvents(socket: net.Socket | tls.TLSSocket): ClientConnection {
     const connection = new ClientConnection(socket)
@@ -106,7 +129,8 @@ export class ClientConnection {
     this.dropLoginWatch()
     const handle = this.handle
     this.handle = null
-    const socket = handle ? this.adopt(this.readingSocket({ handle }, true)) : closedSocket()
+    const source = handle?.bare ? { fd: handle.fd } : { handle }
+    const socket = handle ? this.adopt(this.readingSocket(source, true)) : closedSocket()
     for (const listener of this.errorListeners) socket.on('error', listener)
     return (this.own = socket)
   }

@@ -35,6 +35,7 @@
  */
 #define NAPI_VERSION 8
 #include <errno.h>
+#include <fcntl.h>
 #include <node_api.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
@@ -43,6 +44,7 @@
 #include <uv.h>
 
 #include "bytes.h"
+#include "client-accept.h"
 #include "client-login.h"
 #include "login-codes.h"
 #include "login-memory.h"
@@ -68,22 +70,23 @@ static _Thread_local uint8_t read_buffer[READ_BYTES];
 static const napi_type_tag SETUP_TAG = {0x7067666e6c6f6769ULL, 0x6e73657475703031ULL};
 static const napi_type_tag LOGIN_TAG = {0x7067666e6c6f6769ULL, 0x6e6c6f67696e3031ULL};
 
-typedef struct {
+struct setup {
   napi_env env;
   napi_ref choose;
   bytes_t offer;
   login_memory_t memory;
   int recall;         /* loginsRemember: answer from memory */
+  int recall_held;    /* logins_hold_recall */
   char *asked_always; /* the database whose logins JavaScript always chooses for */
   napi_async_context async;
   int logins;     /* logins that use this setup */
   int finalized;  /* the JavaScript value is gone */
-} setup_t;
+};
 
 /* HANDED: authenticated, the side kept for a relay (client-login.h). */
 enum phase { STARTUP, INITIAL, FINAL, HANDED, OVER };
 
-typedef struct {
+struct login {
   /* First, so that a relay's side finds its login. side.io.fd: a duplicate of the client's
    * descriptor, closed with the poll handle. */
   side_t side;
@@ -94,7 +97,8 @@ typedef struct {
   scram_server_t scram;
   napi_ref reader; /* loginRead's onBytes, while JavaScript reads the client through the login */
   int handle_open, finalized;
-} login_t;
+  accepted_t entry; /* on a connection C accepted: told through entry.acceptor while under way */
+};
 
 /* The setup outlives its JavaScript value while logins it started go on (they call `choose`). */
 static void setup_free_if_done(setup_t *setup) {
@@ -118,6 +122,8 @@ static void login_free_if_done(login_t *login) {
   setup->logins--;
   setup_free_if_done(setup);
 }
+
+static void login_finalize(napi_env env, void *data, void *hint);
 
 /* The login is done (authenticated or over): no more packets are read. */
 static int done_reading(const login_t *login) { return login->phase >= HANDED; }
@@ -185,10 +191,14 @@ static napi_value report_bytes(napi_env env, const login_t *login, int outcome,
   return value;
 }
 
+static void report_accepted(login_t *login, int outcome, const uint8_t *keys, int failure,
+                            int detail);
+
 static void report(login_t *login, int outcome, const uint8_t *keys, int failure, int detail) {
   if (done_reading(login)) return;
   if (outcome == LOGIN_OUTCOME_AUTHENTICATED) login->phase = HANDED;
   else stop(login);
+  if (login->entry.acceptor) return report_accepted(login, outcome, keys, failure, detail);
   if (!login->done) return;
   napi_env env = login->setup->env;
   napi_handle_scope scope;
@@ -203,6 +213,48 @@ static void report(login_t *login, int outcome, const uint8_t *keys, int failure
   login->done = NULL;
   call(login->setup, fn, 4, argv);
   napi_close_handle_scope(env, scope);
+}
+
+/* The JavaScript value of a login, made once (an accepted login gets one when it authenticates). */
+static napi_value login_value(napi_env env, login_t *login) {
+  napi_value external;
+  napi_create_external(env, login, login_finalize, NULL, &external);
+  napi_type_tag_object(env, external, &LOGIN_TAG);
+  login->finalized = 0;
+  return external;
+}
+
+/* An accepted login's end, told through its acceptor: with a duplicate of the client's
+ * descriptor for JavaScript (the login's own closes with its handle, or stays with the watch),
+ * and the login's value once it authenticated. A client that left is told only when the acceptor
+ * asks; one whose descriptor cannot be duplicated is closed. */
+static void report_accepted(login_t *login, int outcome, const uint8_t *keys, int failure,
+                            int detail) {
+  accepted_end_t end = accepted_leave(&login->entry);
+  int authenticated = outcome == LOGIN_OUTCOME_AUTHENTICATED;
+  int fd = -1;
+  if (outcome != LOGIN_OUTCOME_CLOSED || end.tell_closed)
+    fd = fcntl(login->side.io.fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) {
+    if (authenticated) stop(login);
+    return accepted_done(end.acceptor);
+  }
+  napi_env env = login->setup->env;
+  napi_handle_scope scope;
+  napi_open_handle_scope(env, &scope);
+  napi_value fn, argv[7];
+  napi_create_int32(env, outcome, &argv[0]);
+  argv[1] = report_bytes(env, login, outcome, keys);
+  napi_create_int32(env, failure, &argv[2]);
+  napi_create_int32(env, detail, &argv[3]);
+  napi_create_int32(env, fd, &argv[4]);
+  if (authenticated) argv[5] = login_value(env, login);
+  else napi_get_undefined(env, &argv[5]);
+  napi_create_double(env, end.remaining_ms, &argv[6]);
+  napi_get_reference_value(env, end.callback, &fn);
+  call(login->setup, fn, 7, argv);
+  napi_close_handle_scope(env, scope);
+  accepted_done(end.acceptor);
 }
 
 static void watch(login_t *login, int events) {
@@ -266,7 +318,7 @@ static memory_key_t memory_key(const setup_t *setup, const uint8_t *packet, size
 
 /* What was chosen before for a packet with this key (see remember), or NULL. */
 static const uint8_t *recalled(const setup_t *setup, memory_key_t key, size_t *n) {
-  if (!setup->recall) return NULL;
+  if (!setup->recall || setup->recall_held) return NULL;
   *n = 1;
   return key.user ? login_memory_find(&setup->memory, key.user, key.user_len, n)
                   : login_memory_answer(&setup->memory, key.code);
@@ -533,9 +585,28 @@ napi_value js_logins_remember(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* A login on `fd`, which becomes its own, not watched yet; NULL when the descriptor cannot be
+ * watched. Until it has a JavaScript value (login_value) it counts as finalized. */
+static login_t *login_on(setup_t *setup, uv_loop_t *loop, int fd) {
+  login_t *login = calloc(1, sizeof *login);
+  if (!login) return NULL;
+  login->side.io.fd = fd;
+  if (uv_poll_init(loop, &login->side.poll, fd) != 0) {
+    free(login);
+    return NULL;
+  }
+  login->setup = setup;
+  setup->logins++;
+  login->side.poll.data = &login->side;
+  login->side.on_poll = on_poll;
+  login->handle_open = 1;
+  login->finalized = 1;
+  return login;
+}
+
 napi_value js_login_start(napi_env env, napi_callback_info info) {
   size_t argc = 3;
-  napi_value argv[3], external;
+  napi_value argv[3];
   setup_t *setup = NULL;
   int32_t fd = -1;
   uv_loop_t *loop;
@@ -544,26 +615,31 @@ napi_value js_login_start(napi_env env, napi_callback_info info) {
       napi_get_value_int32(env, argv[1], &fd) != napi_ok ||
       napi_get_uv_event_loop(env, &loop) != napi_ok)
     return throw_error(env, "pgfence login: loginStart(logins, fd, done)");
-  login_t *login = calloc(1, sizeof *login);
-  if (!login || (login->side.io.fd = dup(fd)) < 0) {
-    free(login);
-    return throw_error(env, "pgfence login: cannot take the socket");
-  }
-  if (uv_poll_init(loop, &login->side.poll, login->side.io.fd) != 0) {
-    close(login->side.io.fd);
-    free(login);
+  int own = dup(fd);
+  login_t *login = own < 0 ? NULL : login_on(setup, loop, own);
+  if (!login) {
+    if (own >= 0) close(own);
     return throw_error(env, "pgfence login: cannot watch the socket");
   }
-  login->setup = setup;
-  setup->logins++;
-  login->side.poll.data = &login->side;
-  login->side.on_poll = on_poll;
-  login->handle_open = 1;
   napi_create_reference(env, argv[2], 1, &login->done);
-  napi_create_external(env, login, login_finalize, NULL, &external);
-  napi_type_tag_object(env, external, &LOGIN_TAG);
+  napi_value external = login_value(env, login);
   watch(login, UV_READABLE);
   return external;
+}
+
+accepted_t *login_accept(setup_t *setup, uv_loop_t *loop, int fd) {
+  login_t *login = login_on(setup, loop, fd);
+  if (!login) return NULL;
+  login->entry.login = login;
+  watch(login, UV_READABLE);
+  return &login->entry;
+}
+
+void login_time_out(login_t *login) { report(login, LOGIN_OUTCOME_TIMED_OUT, NULL, 0, 0); }
+
+void login_abandon(login_t *login) {
+  accepted_done(accepted_leave(&login->entry).acceptor);
+  report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
 }
 
 napi_value js_login_close(napi_env env, napi_callback_info info) {
@@ -588,6 +664,10 @@ napi_value js_login_read(napi_env env, napi_callback_info info) {
   side_watch(&login->side, UV_READABLE);
   return NULL;
 }
+
+setup_t *logins_setup(napi_env env, napi_value value) { return tagged(env, value, &SETUP_TAG); }
+
+void logins_hold_recall(setup_t *setup, int held) { setup->recall_held = held; }
 
 side_t *login_side_waiting(napi_env env, napi_value value) {
   login_t *login = tagged(env, value, &LOGIN_TAG);

@@ -5,6 +5,10 @@
 
 #include "relay-side.h"
 
+typedef struct setup setup_t;
+typedef struct login login_t;
+typedef struct accepted accepted_t;
+
 napi_value js_client_logins(napi_env env, napi_callback_info info);
 napi_value js_logins_remember(napi_env env, napi_callback_info info);
 napi_value js_login_start(napi_env env, napi_callback_info info);
@@ -27,5 +31,27 @@ void login_side_closed(side_t *side);
 
 /* A relay that took the side could not start: the login closes it. */
 void login_side_close(side_t *side);
+
+/* The logins' setup a JavaScript value is (clientLogins), or NULL. */
+setup_t *logins_setup(napi_env env, napi_value value);
+
+/* While held, C answers no login from memory: every choice goes to JavaScript, which may refuse
+ * (client-accept.c holds it while more connections are under way than logins have room for). */
+void logins_hold_recall(setup_t *setup, int held);
+
+/*
+ * A login on a descriptor C accepted (client-accept.h), which becomes the login's: its end is
+ * told through the acceptor (accepted_leave) instead of a done callback, with a duplicate of
+ * the descriptor for JavaScript, and with the login's JavaScript value only once it
+ * authenticated. Returns the login's place among the acceptor's, for the acceptor to fill in,
+ * or NULL when it cannot start (the descriptor is then still the caller's).
+ */
+accepted_t *login_accept(setup_t *setup, uv_loop_t *loop, int fd);
+
+/* An accepted login under way that ran out of time: it ends TIMED_OUT. */
+void login_time_out(login_t *login);
+
+/* An accepted login under way closed with nothing told (a shutdown). */
+void login_abandon(login_t *login);
 
 #endif

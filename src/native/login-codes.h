@@ -7,6 +7,7 @@
 #define LOGIN_OUTCOME_AUTHENTICATED 1
 #define LOGIN_OUTCOME_REFUSED 2
 #define LOGIN_OUTCOME_CLOSED 3
+#define LOGIN_OUTCOME_TIMED_OUT 4
 
 /* Why a client's authentication failed, in C or in JavaScript. */
 #define LOGIN_FAILURE_WRONG_PROOF 1

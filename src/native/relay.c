@@ -27,6 +27,7 @@
 #include <uv.h>
 
 #include "bytes.h"
+#include "client-accept.h"
 #include "client-login.h"
 #include "framing.h"
 #include "napi-string.h"
@@ -1165,6 +1166,14 @@ NAPI_MODULE_INIT() {
                                                {"loginStart", js_login_start},
                                                {"loginClose", js_login_close},
                                                {"loginRead", js_login_read},
+                                               {"acceptClients", js_accept_clients},
+                                               {"acceptorListen", js_acceptor_listen},
+                                               {"acceptorSettings", js_acceptor_settings},
+                                               {"acceptorRoom", js_acceptor_room},
+                                               {"acceptorPending", js_acceptor_pending},
+                                               {"acceptorStop", js_acceptor_stop},
+                                               {"acceptorCloseLogins", js_acceptor_close_logins},
+                                               {"peerName", js_peer_name},
                                                {"linkReset", js_link_reset},
                                                {"linkClose", js_link_close},
                                                {"releaseFreeMemory", js_release_free_memory},

@@ -18,7 +18,10 @@ napi_value js_set_keepalive(napi_env env, napi_callback_info info) {
            napi_get_value_uint32(env, argv[1], &idle) == napi_ok &&
            napi_get_value_uint32(env, argv[2], &interval) == napi_ok &&
            napi_get_value_uint32(env, argv[3], &count) == napi_ok && fd >= 0;
-  if (ok) {
+  if (ok && idle == 0) {
+    int off = 0;
+    ok = setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &off, sizeof off) == 0;
+  } else if (ok) {
     int on = 1, idle_s = seconds(idle), interval_s = seconds(interval);
     int probes = count ? (int)count : 1;
     ok = setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) == 0 &&

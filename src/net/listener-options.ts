@@ -24,9 +24,19 @@ export function noDelayForAccepted(server: net.Server): void {
   if (listenerOptionsInherited) handleOf(server)?.setNoDelay?.(true)
 }
 
-/** Clients accepted from now on get `keepalive` (where options are inherited). */
-export function keepaliveForAccepted(server: net.Server, keepalive: TcpKeepaliveConfig): void {
-  const handle = handleOf(server)
+/**
+ * Clients accepted from now on get `keepalive` (where options are inherited), on a listener
+ * Node accepts for, or the descriptor of one the addon accepts for (src/auth/native-accept.ts).
+ */
+export function keepaliveForAccepted(
+  listener: net.Server | number,
+  keepalive: TcpKeepaliveConfig,
+): void {
+  if (typeof listener === 'number') {
+    if (listenerOptionsInherited) keepaliveOnDescriptor(listener, keepalive)
+    return
+  }
+  const handle = handleOf(listener)
   if (!listenerOptionsInherited || !handle?.setKeepAlive) return
   if (!keepalive.enabled) return void handle.setKeepAlive(false, 0)
   if (keepaliveOnDescriptor(handle.fd ?? null, keepalive)) return

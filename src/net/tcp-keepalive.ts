@@ -8,11 +8,17 @@ type SetKeepalive = (fd: number, idleMs: number, intervalMs: number, count: numb
 /** The compiled addon's setsockopt for the probe interval and count, which Node does not offer. */
 const setKeepalive = (nativeAddon?.setKeepalive as SetKeepalive | undefined) ?? null
 
-/** Sets all four keepalive options on a TCP descriptor with the addon; false without it. */
+/**
+ * Sets all four keepalive options on a TCP descriptor with the addon, or turns keepalive off
+ * there when `keepalive` is not enabled; false without the addon.
+ */
 export function keepaliveOnDescriptor(fd: number | null, keepalive: TcpKeepaliveConfig): boolean {
-  const { idleMs, intervalMs, count } = keepalive
+  const { enabled, idleMs, intervalMs, count } = keepalive
   return (
-    setKeepalive !== null && fd !== null && fd >= 0 && setKeepalive(fd, idleMs, intervalMs, count)
+    setKeepalive !== null &&
+    fd !== null &&
+    fd >= 0 &&
+    setKeepalive(fd, enabled ? idleMs : 0, intervalMs, count)
   )
 }
 

@@ -9,7 +9,10 @@ import {
   NativeLogins,
   nativeLoginAvailable,
   startupAfterNativeLogin,
+  type NativeLoginResult,
 } from '../auth/native-login.js'
+import { NativeAcceptor, nativeAcceptAvailable } from '../auth/native-accept.js'
+import { LoginOutcome } from '../auth/login-codes.js'
 import { acceptClients, type ClientConnection } from '../client/client-connection.js'
 import { connectUpstream } from '../server/upstream-connector.js'
 import { cancelBackend, forwardCancel } from '../server/cancel-forwarder.js'
@@ -115,26 +118,41 @@ export async function startProxy(
   followFailovers(upstream, registry, pooling?.pools ?? null, () => metrics.failover(), logger)
 
   const nativeLogins =
-    pooling && nativeRelay && nativeLoginAvailable && (!ownTls || ownTls.native)
+    pooling &&
+    nativeRelay &&
+    nativeLoginAvailable &&
+    nativeAcceptAvailable &&
+    (!ownTls || ownTls.native)
       ? new NativeLogins(SASL_OFFER, (packet) => verifierInC(packet), CONSOLE_DATABASE)
       : null
+  /** Accepts TCP clients in C, each straight into its login in C (when Node's options are inherited). */
+  const acceptor =
+    nativeLogins &&
+    NativeAcceptor.create(nativeLogins, (connection, result, remainingMs) =>
+      admit(connection, result, startupLeft(result, remainingMs)),
+    )
   /** What refuses a client as soon as its StartupMessage is read: the limit, a shutdown. */
   function refusalBeforeLogin(): PgError | null {
-    if (connections.size > live.config.limits.maxClientConnections) return TOO_MANY_CLIENTS
+    const open = connections.size + (acceptor?.pending() ?? 0)
+    if (open > live.config.limits.maxClientConnections) return TOO_MANY_CLIENTS
     return draining ? SHUTTING_DOWN : null
   }
   /**
    * C answers a user's next logins as verifierInC chose for the first while nothing refuses
-   * logins before authentication; it forgets when the user list may have changed (a reload).
+   * logins before authentication (the room left under maxClientConnections, none while
+   * draining); it forgets when the user list may have changed (a reload).
    */
-  let remembering = true
-  function rememberWhileAccepting(): void {
-    const on = refusalBeforeLogin() === null
-    if (on !== remembering) nativeLogins?.remember((remembering = on))
+  function giveRoom(): void {
+    acceptor?.room(draining ? -1 : live.config.limits.maxClientConnections - connections.size)
   }
-  live.onReload(() => () => {
-    nativeLogins?.remember((remembering = false))
-    rememberWhileAccepting()
+  const acceptorSettings = (config: Config) =>
+    acceptor?.settings(config.limits.startupTimeoutMs, logger.isLevelEnabled('debug'))
+  giveRoom()
+  acceptorSettings(config)
+  live.onReload((next) => () => {
+    nativeLogins?.forget()
+    giveRoom()
+    acceptorSettings(next)
   })
 
   /**
@@ -160,28 +178,35 @@ export async function startProxy(
     return secret && secret.kind !== 'md5' ? verifierFor(user, secret) : null
   }
 
+  /**
+   * Serves a client from its startup on. `login`: how its login in C ended, or will, or null when
+   * JavaScript reads the startup itself. `timeoutMs`: what is left of the startup timeout; null
+   * once the client has authenticated (waiting for a server connection is pool.waitTimeoutMs's).
+   */
   async function serve(
     accepted: ClientConnection,
     conn: AcceptedClient,
-    /** The socket reads: no login in C runs first. */
-    started: boolean,
+    login: NativeLoginResult | Promise<NativeLoginResult> | null,
+    timeoutMs: number | null,
   ): Promise<void> {
-    const startupTimer = setTimeout(() => {
+    const timedOut = () => {
       conn.log.info('startup not completed in time')
       accepted.destroy()
-    }, live.config.limits.startupTimeoutMs)
+    }
+    if (timeoutMs === 0) return timedOut()
+    const startupTimer = timeoutMs === null ? undefined : setTimeout(timedOut, timeoutMs)
     // A client gone during startup (TLS included) needs no timer.
-    accepted.onClose(() => clearTimeout(startupTimer))
+    if (startupTimer) accepted.onClose(() => clearTimeout(startupTimer))
     /** The client's TLS socket, once it has one. */
     let secure: net.Socket | null = null
-    let login: UpstreamLogin | undefined
+    let upstreamLogin: UpstreamLogin | undefined
     try {
       const onEncrypted = (socket: net.Socket) => (secure = socket)
-      const { handshake, login: authenticated } = started
+      const { handshake, login: authenticated } = !login
         ? { handshake: await runStartupHandshake(accepted, ownTls?.start, onEncrypted) }
         : await startupAfterNativeLogin(
             accepted,
-            await nativeLogins!.login(accepted),
+            await login,
             (received) => runStartupHandshake(accepted, ownTls?.start, onEncrypted, received),
             (user) => pooling!.credentials.fromFile(user),
           )
@@ -221,7 +246,7 @@ export async function startProxy(
       const track = (session: RegisteredSession, serverNode: () => UpstreamNode | null): void => {
         void session.closed.then(() => {
           clearTimeout(startupTimer)
-          login?.done()
+          upstreamLogin?.done()
           churn?.sessionClosed()
         })
         registry.add(session, {
@@ -286,8 +311,8 @@ export async function startProxy(
       }
       // The server speaks only after the startup packet, which the session sends.
       const relay: { session?: ProxySession } = {}
-      login = new UpstreamLogin(config.upstream)
-      const deadline = login.deadline
+      upstreamLogin = new UpstreamLogin(config.upstream)
+      const deadline = upstreamLogin.deadline
       let node = upstream.nodes[0]!
       const server = await connectToPrimary(
         upstream,
@@ -312,11 +337,11 @@ export async function startProxy(
         logger: sessionLog,
         onReady: () => {
           clearTimeout(startupTimer)
-          login?.done()
+          upstreamLogin?.done()
         },
         keepChannelBinding: sameCertificate(handshake.connection.socket, server, ownTls),
         nativeRelay,
-        loginDeadline: login.deadline,
+        loginDeadline: upstreamLogin.deadline,
         cancelBackend: (key) => cancelBackend(node.config, key),
         commitsMayWait: () => commitsMayWait(upstream, node),
         onRejection: (code, table) => metrics.rejection(code, table),
@@ -327,14 +352,35 @@ export async function startProxy(
       sessionLog.debug('session started')
     } catch (err) {
       clearTimeout(startupTimer)
-      login?.done()
+      upstreamLogin?.done()
       refuse(accepted, secure, err, conn.log)
     }
+  }
+
+  /** A client's connection from its startup on, however it was accepted (see serve). */
+  function admit(
+    connection: ClientConnection,
+    login: NativeLoginResult | Promise<NativeLoginResult> | null,
+    timeoutMs: number | null,
+  ): void {
+    const id = ++nextId
+    // The address is looked up only for a log line or the console that shows it.
+    const peer = () => connection.peer()
+    const conn = { id, peer, log: lazyChild(logger, () => ({ conn: id, peer: peer() })) }
+    const leave = connections.add(connection)
+    giveRoom()
+    connection.onClose(() => {
+      leave()
+      giveRoom()
+    })
+    connection.onError((err) => conn.log.debug({ err: err.message }, 'client socket error'))
+    void serve(connection, conn, login, timeoutMs)
   }
 
   const listeners = await listenAll(config.listen, logger)
   const keepaliveForClients = (keepalive: Config['tcpKeepalive']) => {
     for (const server of listeners.servers) keepaliveForAccepted(server, keepalive)
+    for (const fd of acceptor?.descriptors ?? []) keepaliveForAccepted(fd, keepalive)
   }
   keepaliveForClients(config.tcpKeepalive)
   live.onReload((next) => () => keepaliveForClients(next.tcpKeepalive))
@@ -347,21 +393,13 @@ export async function startProxy(
       (connection, started) => {
         if (!listenerOptionsInherited)
           applyKeepalive(connection.socketOrDescriptor(), live.config.tcpKeepalive)
-        const id = ++nextId
-        // The address is looked up only for a log line or the console that shows it.
-        const peer = () => connection.peer()
-        const conn = { id, peer, log: lazyChild(logger, () => ({ conn: id, peer: peer() })) }
-        const leave = connections.add(connection)
-        rememberWhileAccepting()
-        connection.onClose(() => {
-          leave()
-          rememberWhileAccepting()
-        })
-        connection.onError((err) => conn.log.debug({ err: err.message }, 'client socket error'))
-        void serve(connection, conn, started)
+        const login = started ? null : nativeLogins!.login(connection)
+        admit(connection, login, live.config.limits.startupTimeoutMs)
       },
       nativeLogins !== null,
     )
+    // Node's options reach the clients the addon accepts only where they are inherited.
+    if (listenerOptionsInherited) acceptor?.takeOver(server)
   }
   // The sweep is armed only while a timeout is set: a reload may arm, change or stop it.
   let stopTimeouts = watchSessionTimeouts(registry, live.config.limits)
@@ -394,12 +432,13 @@ export async function startProxy(
     port: listeners.port,
     socketPath: listeners.socketPath,
     adminPort: admin?.port,
-    connectionCount: () => connections.size,
+    connectionCount: () => connections.size + (acceptor?.pending() ?? 0),
     nativeSessionCount: () => registry.nativeRelaySessions(),
     reload: () => live.reload(registry),
     close: async () => {
       draining = true
-      rememberWhileAccepting()
+      giveRoom()
+      acceptor?.stop()
       stopTimeouts()
       await drain(
         listeners,
@@ -408,11 +447,21 @@ export async function startProxy(
         live.config.limits.shutdownTimeoutMs,
         logger,
       )
+      acceptor?.closeLogins()
       pooling?.pools.close()
       upstream.close()
       await admin?.close()
     },
   }
+}
+
+/**
+ * What is left of the startup timeout for a client whose login in C ended: none when it ran out
+ * (0), no timer once the client has authenticated (null), at least a moment otherwise.
+ */
+function startupLeft(result: NativeLoginResult, remainingMs: number): number | null {
+  if (result.outcome === LoginOutcome.TimedOut) return 0
+  return result.outcome === LoginOutcome.Authenticated ? null : Math.max(1, remainingMs)
 }
 
 /**

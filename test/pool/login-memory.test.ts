@@ -20,7 +20,8 @@ import { backendMessages, errorCode, sslRequest } from '../e2e/support/wire.js'
  * The login in C remembers what JavaScript chose for a user (its verifier) and for an
  * encryption request (the one-byte answer), and answers the next such packet alike without
  * asking (src/native/login-memory.c); anything it does not read as a plain login it still asks
- * about, and the proxy turns the memory off while it refuses logins and clears it at a reload.
+ * about, and the proxy holds the memory while it refuses logins (client-accept.c counts the
+ * logins under way against the room JavaScript gives) and clears it at a reload.
  */
 
 /** A verifier whose salt names its user: server-first shows which verifier C checks against. */

@@ -1,0 +1,164 @@
+import net from 'node:net'
+import { once } from 'node:events'
+import { Writable } from 'node:stream'
+import pg from 'pg'
+import { pino } from 'pino'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { Backend } from '../../src/wire/protocol.js'
+import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { startTestProxy, type ConfigOverrides, type TestProxy } from '../support/proxy.js'
+import { POOL_PASSWORD, writeUserlist } from '../support/pool-auth.js'
+import { backendMessages, errorCode, sslRequest, startupMessage } from '../e2e/support/wire.js'
+import { waitFor } from '../e2e/support/wait.js'
+
+/**
+ * A pooling proxy with the native relay accepts TCP clients in C (src/native/client-accept.c):
+ * each connection's login starts there at once, and JavaScript hears of the connection only when
+ * its login ends. What JavaScript did at accepting (the startup timeout, counting connections
+ * against maxClientConnections, closing logins under way at a shutdown) holds for them.
+ */
+
+let db: TestDatabase
+const userlist = writeUserlist()
+
+beforeAll(async () => {
+  db = await createTestDatabase('native_accept')
+})
+
+afterAll(async () => {
+  await db?.drop()
+})
+
+/** A proxy whose log lines are kept, with the native relay, pooling and auth.file. */
+async function proxyLogging(
+  limits: ConfigOverrides['limits'],
+  level = 'info',
+): Promise<{ proxy: TestProxy; lines: Record<string, unknown>[] }> {
+  const lines: Record<string, unknown>[] = []
+  const sink = new Writable({
+    write(line: Buffer, _encoding, done) {
+      lines.push(JSON.parse(line.toString()) as Record<string, unknown>)
+      done()
+    },
+  })
+  const proxy = await startTestProxy(
+    { pool: { mode: 'session', size: 2 }, auth: { file: userlist }, relay: 'native', limits },
+    undefined,
+    { logger: pino({ level }, sink) },
+  )
+  return { proxy, lines }
+}
+
+async function connected(proxy: TestProxy): Promise<net.Socket> {
+  const socket = net.connect(proxy.port, '127.0.0.1')
+  socket.on('error', () => {})
+  await once(socket, 'connect')
+  return socket
+}
+
+/** The first message the proxy answers a StartupMessage with. */
+async function firstAnswer(socket: net.Socket, database = db.name): Promise<string> {
+  socket.write(startupMessage('postgres', database))
+  const [chunk] = (await once(socket, 'data')) as [Buffer]
+  const [message] = backendMessages(chunk)
+  return message!.type === 'E' ? errorCode(message!)! : message!.type
+}
+
+const loginOnce = async (proxy: TestProxy, password = POOL_PASSWORD) => {
+  const client = new pg.Client({ connectionString: proxy.url('postgres', db.name, password) })
+  await client.connect()
+  return client
+}
+
+const closedByProxy = (socket: net.Socket) =>
+  socket.closed ? Promise.resolve() : once(socket, 'close').then(() => undefined)
+
+test('clients that leave during their login never reach JavaScript: the next one told is connection 1', async () => {
+  const { proxy, lines } = await proxyLogging({})
+  try {
+    for (let i = 0; i < 3; i++) {
+      const socket = await connected(proxy)
+      socket.write(sslRequest())
+      await once(socket, 'data')
+      // Under way in C, and counted.
+      expect(proxy.connectionCount()).toBe(1)
+      socket.destroy()
+      await waitFor(() => proxy.connectionCount() === 0, { what: 'the login to end' })
+    }
+    await expect(loginOnce(proxy, 'wrong')).rejects.toMatchObject({ code: '28P01' })
+    expect(lines.filter((line) => 'conn' in line)).toEqual([
+      expect.objectContaining({ msg: 'connection refused', code: '28P01', conn: 1 }),
+    ])
+  } finally {
+    await proxy.close()
+  }
+})
+
+test('a login under way in C past startupTimeoutMs is closed, and logged once at info', async () => {
+  const { proxy, lines } = await proxyLogging({ startupTimeoutMs: 300 })
+  try {
+    const silent = await connected(proxy)
+    const port = silent.localPort
+    await closedByProxy(silent)
+    expect(lines.filter((line) => line.msg === 'startup not completed in time')).toEqual([
+      expect.objectContaining({
+        level: 30,
+        conn: 1,
+        peer: `127.0.0.1:${port}`,
+      }),
+    ])
+    expect(proxy.connectionCount()).toBe(0)
+  } finally {
+    await proxy.close()
+  }
+})
+
+test('a login C hands to JavaScript keeps what is left of its startup timeout', async () => {
+  const { proxy, lines } = await proxyLogging({ startupTimeoutMs: 400 })
+  try {
+    const socket = await connected(proxy)
+    // The console's logins are JavaScript's: it asks for a password, which never comes.
+    expect(await firstAnswer(socket, 'pgfence')).toBe(String.fromCharCode(Backend.Authentication))
+    await closedByProxy(socket)
+    expect(lines.filter((line) => line.msg === 'startup not completed in time')).toHaveLength(1)
+  } finally {
+    await proxy.close()
+  }
+})
+
+describe('counted against maxClientConnections while under way in C', () => {
+  let proxy: TestProxy
+
+  beforeAll(async () => {
+    ;({ proxy } = await proxyLogging({ maxClientConnections: 2 }))
+  })
+
+  afterAll(async () => {
+    await proxy?.close()
+  })
+
+  test('two logins under way: a third client, of a user C remembers, is refused 53300', async () => {
+    // C now remembers the user's verifier: only the count can make it ask JavaScript.
+    await (await loginOnce(proxy)).end()
+    const waiting = [await connected(proxy), await connected(proxy)]
+    const extra = await connected(proxy)
+    try {
+      expect(await firstAnswer(extra)).toBe('53300')
+    } finally {
+      for (const socket of [extra, ...waiting]) socket.destroy()
+    }
+    await waitFor(() => proxy.connectionCount() === 0, { what: 'the logins to end' })
+    const client = await loginOnce(proxy)
+    expect((await client.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }])
+    await client.end()
+  })
+})
+
+test('a shutdown closes the logins under way in C', async () => {
+  const { proxy } = await proxyLogging({ startupTimeoutMs: 60_000, shutdownTimeoutMs: 100 })
+  const waiting = await connected(proxy)
+  await waitFor(() => proxy.connectionCount() === 1, { what: 'the login to start' })
+  await proxy.close()
+  await closedByProxy(waiting)
+  expect(proxy.connectionCount()).toBe(0)
+})
