@@ -1,9 +1,15 @@
+import { spawn } from 'node:child_process'
 import net from 'node:net'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
 import { once } from 'node:events'
 import { Writable } from 'node:stream'
 import pg from 'pg'
 import { pino } from 'pino'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest'
+import { stringify } from 'yaml'
 import { Backend } from '../../src/wire/protocol.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { startTestProxy, type ConfigOverrides, type TestProxy } from '../support/proxy.js'
@@ -162,3 +168,75 @@ test('a shutdown closes the logins under way in C', async () => {
   await closedByProxy(waiting)
   expect(proxy.connectionCount()).toBe(0)
 })
+
+/** utime + stime of a process so far, in seconds (clock ticks of 1/100 s). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
+test('out of descriptors, accepting pauses instead of spinning, and resumes', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'pgfence-accept-'))
+  const url = new URL(db.url)
+  const configFile = join(dir, 'pgfence.yaml')
+  writeFileSync(
+    configFile,
+    stringify({
+      listen: { host: '127.0.0.1', port: 0 },
+      upstream: { host: url.hostname, port: Number(url.port), tls: 'disable' },
+      pool: { mode: 'session', size: 2 },
+      auth: { file: userlist },
+      log: { level: 'info' },
+    }),
+  )
+  // Enough descriptors to start and serve, too few for the flood below.
+  const child = spawn(
+    'bash',
+    [
+      '-c',
+      'ulimit -n 160 && exec "$0" "$@"',
+      process.execPath,
+      inject('cliPath'),
+      'start',
+      '--config',
+      configFile,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  )
+  const flood: net.Socket[] = []
+  try {
+    const port = await new Promise<number>((resolve, reject) => {
+      createInterface({ input: child.stdout! }).on('line', (line) => {
+        const entry = JSON.parse(line) as { msg: string; port?: number }
+        if (entry.msg === 'pgfence listening' && entry.port) resolve(entry.port)
+      })
+      child.once('exit', () => reject(new Error('pgfence start exited before listening')))
+    })
+    for (let i = 0; i < 250; i++) {
+      const socket = net.connect(port, '127.0.0.1')
+      socket.on('error', () => {})
+      flood.push(socket)
+    }
+    await Promise.all(flood.map((socket) => once(socket, 'connect')))
+    // The backlog holds connections it cannot accept: a loop retrying them would spin.
+    const before = cpuSeconds(child.pid!)
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+    expect(cpuSeconds(child.pid!) - before).toBeLessThan(0.3)
+    for (const socket of flood.splice(0)) socket.destroy()
+    const through = new URL(proxyUrl(port))
+    const client = new pg.Client({ connectionString: through.toString() })
+    await client.connect()
+    expect((await client.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }])
+    await client.end()
+  } finally {
+    for (const socket of flood) socket.destroy()
+    child.kill('SIGTERM')
+    await once(child, 'exit')
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+/** A URL for the pooled user through a proxy on `port`. */
+function proxyUrl(port: number): string {
+  return `postgres://postgres:${POOL_PASSWORD}@127.0.0.1:${port}/${db.name}`
+}
