@@ -88,7 +88,7 @@ async function stats(
     ],
     rows: [
       [
-        registry.connections.size,
+        registry.clientCount(),
         registry.sessions.size,
         registry.nativeRelaySessions(),
         registry.transactions(),

@@ -131,10 +131,10 @@ export async function startProxy(
     NativeAcceptor.create(nativeLogins, (connection, result, remainingMs) =>
       admit(connection, result, startupLeft(result, remainingMs)),
     )
+  if (acceptor) registry.loginsInC = () => acceptor.pending()
   /** What refuses a client as soon as its StartupMessage is read: the limit, a shutdown. */
   function refusalBeforeLogin(): PgError | null {
-    const open = connections.size + (acceptor?.pending() ?? 0)
-    if (open > live.config.limits.maxClientConnections) return TOO_MANY_CLIENTS
+    if (registry.clientCount() > live.config.limits.maxClientConnections) return TOO_MANY_CLIENTS
     return draining ? SHUTTING_DOWN : null
   }
   /**
@@ -432,7 +432,7 @@ export async function startProxy(
     port: listeners.port,
     socketPath: listeners.socketPath,
     adminPort: admin?.port,
-    connectionCount: () => connections.size + (acceptor?.pending() ?? 0),
+    connectionCount: () => registry.clientCount(),
     nativeSessionCount: () => registry.nativeRelaySessions(),
     reload: () => live.reload(registry),
     close: async () => {

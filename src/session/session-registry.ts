@@ -32,8 +32,10 @@ export interface SessionEntry {
  * from them (computed when asked, never on the data path).
  */
 export class SessionRegistry {
-  /** Every client connection, from accept to close. */
+  /** Every client connection JavaScript holds, from accept (or its login in C's end) to close. */
   readonly connections = new ChurnSet<ClientConnection>()
+  /** Connections accepted in C whose login is under way there (src/auth/native-accept.ts). */
+  loginsInC: () => number = () => 0
   /** Each session open now, with what the console shows of it. */
   readonly sessions = new ChurnSet<[RegisteredSession, SessionEntry]>()
   /** Client sockets that use the admin console. */
@@ -47,6 +49,11 @@ export class SessionRegistry {
       this.endedTransactions += session.state().transactions
       remove()
     })
+  }
+
+  /** Every client connection open now, those still in their login in C included. */
+  clientCount(): number {
+    return this.connections.size + this.loginsInC()
   }
 
   /** The sessions open now, each time it is iterated. */
@@ -67,7 +74,7 @@ export class SessionRegistry {
   clientConnections(): Record<string, number> {
     const states: Record<string, number> = { startup: 0, idle: 0, active: 0, in_transaction: 0 }
     for (const session of this) states[clientState(session)]! += 1
-    states.startup! += this.connections.size - this.sessions.size - this.consoles.size
+    states.startup! += this.clientCount() - this.sessions.size - this.consoles.size
     states.admin = this.consoles.size
     return states
   }

@@ -39,6 +39,7 @@ afterAll(async () => {
 async function proxyLogging(
   limits: ConfigOverrides['limits'],
   level = 'info',
+  more: ConfigOverrides = {},
 ): Promise<{ proxy: TestProxy; lines: Record<string, unknown>[] }> {
   const lines: Record<string, unknown>[] = []
   const sink = new Writable({
@@ -48,7 +49,13 @@ async function proxyLogging(
     },
   })
   const proxy = await startTestProxy(
-    { pool: { mode: 'session', size: 2 }, auth: { file: userlist }, relay: 'native', limits },
+    {
+      pool: { mode: 'session', size: 2 },
+      auth: { file: userlist },
+      relay: 'native',
+      limits,
+      ...more,
+    },
     undefined,
     { logger: pino({ level }, sink) },
   )
@@ -96,6 +103,29 @@ test('clients that leave during their login never reach JavaScript: the next one
       expect.objectContaining({ msg: 'connection refused', code: '28P01', conn: 1 }),
     ])
   } finally {
+    await proxy.close()
+  }
+})
+
+test('a login under way in C is a client connection in startup, in metrics and SHOW STATS', async () => {
+  const { proxy } = await proxyLogging({}, 'info', {
+    admin: { listen: { port: 0 }, users: ['postgres'] },
+  })
+  const waiting = await connected(proxy)
+  try {
+    await waitFor(() => proxy.connectionCount() === 1, { what: 'the login to start' })
+    const body = await (await fetch(`http://127.0.0.1:${proxy.adminPort}/metrics`)).text()
+    expect(body).toContain('pgfence_client_connections{state="startup"} 1\n')
+    const console = new pg.Client({
+      connectionString: proxy.url('postgres', 'pgfence', POOL_PASSWORD),
+    })
+    await console.connect()
+    const { rows } = await console.query('SHOW STATS')
+    await console.end()
+    // The console's own connection and the login under way.
+    expect(rows[0]).toMatchObject({ client_connections: '2' })
+  } finally {
+    waiting.destroy()
     await proxy.close()
   }
 })
