@@ -66,6 +66,7 @@ struct acceptor {
   uint32_t timeout_ms;
   int tell_closed;
   uv_timer_t timer;   /* the earliest deadline, or the end of a pause */
+  uint64_t due;       /* when the timer fires (0: stopped) */
   uint64_t paused_until; /* 0: accepting */
   int handles;        /* open handles: listeners and the timer */
   int leaving;        /* logins reporting now (accepted_leave, not yet accepted_done) */
@@ -88,6 +89,7 @@ static void arm(acceptor_t *a) {
   uint64_t due = a->paused_until;
   for (accepted_t *e = a->under_way.next; e != &a->under_way; e = e->next)
     if (!due || e->deadline < due) due = e->deadline;
+  a->due = due;
   if (!due) return (void)uv_timer_stop(&a->timer);
   uint64_t now = uv_now(a->loop);
   uv_timer_start(&a->timer, on_timer, due > now ? due - now : 0, 0);
@@ -139,7 +141,8 @@ static void start_login(acceptor_t *a, int fd) {
   a->under_way.prev = e;
   a->pending++;
   hold_recall(a);
-  if (!uv_is_active((uv_handle_t *)&a->timer) || e == a->under_way.next) arm(a);
+  /* A reload may have shortened the timeout: a later login can be due first. */
+  if (!a->due || e->deadline < a->due) arm(a);
 }
 
 static void on_listener(uv_poll_t *poll, int status, int events) {
@@ -152,8 +155,8 @@ static void on_listener(uv_poll_t *poll, int status, int events) {
       continue;
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
-    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-      pause_accepting(a);
+    /* Out of descriptors or memory, or a listener gone bad: the backlog stays readable. */
+    if (errno != EAGAIN && errno != EWOULDBLOCK) pause_accepting(a);
     return;
   }
 }
