@@ -754,12 +754,6 @@ static void set_number(napi_env env, napi_value object, const char *name, double
   napi_set_named_property(env, object, name, value);
 }
 
-static int bool_named(napi_env env, napi_value object, const char *name) {
-  bool value = false;
-  napi_get_value_bool(env, get_named(env, object, name), &value);
-  return value;
-}
-
 /* A slot's value as a count, a byte or a flag: anything out of range reads as 0. */
 static uint32_t slot_count(double value) {
   return value > 0 && value < 4294967296.0 ? (uint32_t)value : 0;
@@ -816,14 +810,14 @@ static int init_side(relay_t *r, side_t *s, uv_loop_t *loop, int fd, tls_channel
   return 0;
 }
 
-/* The client's side: that of a login in C waiting for it (options.clientLogin), else the
- * relay's own, reading a duplicate of `fd` or the TLS connection of options.clientTls. */
-static int attach_client(napi_env env, relay_t *r, uv_loop_t *loop, int fd, napi_value options) {
-  side_t *login = login_side_waiting(env, get_named(env, options, "clientLogin"));
+/* The client's side: that of a login in C waiting for it (`login`), else the relay's own,
+ * reading a duplicate of `fd` or the TLS connection of the channel `tls`. */
+static int attach_client(napi_env env, relay_t *r, uv_loop_t *loop, int fd, napi_value login_value,
+                         napi_value tls) {
+  side_t *login = login_side_waiting(env, login_value);
   if (!login) {
     r->client = &r->own_client;
-    tls_channel_t *tls = tls_channel_of(env, get_named(env, options, "clientTls"));
-    return init_side(r, r->client, loop, fd, tls);
+    return init_side(r, r->client, loop, fd, tls_channel_of(env, tls));
   }
   /* Its watch stays: the first update_polls finds it right, or starts it. */
   r->client = login;
@@ -833,10 +827,11 @@ static int attach_client(napi_env env, relay_t *r, uv_loop_t *loop, int fd, napi
   return 0;
 }
 
-/* The server's side: a waiting link's (options.serverLink), else a new link's, reading a
- * duplicate of `fd`. */
-static int attach_server(napi_env env, relay_t *r, uv_loop_t *loop, int fd, napi_value options) {
-  server_link_t *link = link_waiting(env, get_named(env, options, "serverLink"));
+/* The server's side: a waiting link's (`link_value`), else a new link's, reading a duplicate of
+ * `fd` or the TLS connection of the channel `tls_value`. */
+static int attach_server(napi_env env, relay_t *r, uv_loop_t *loop, int fd, napi_value link_value,
+                         napi_value tls_value) {
+  server_link_t *link = link_waiting(env, link_value);
   if (link) {
     link_adopt(link, r);
     r->server = link_side(link);
@@ -844,7 +839,7 @@ static int attach_server(napi_env env, relay_t *r, uv_loop_t *loop, int fd, napi
     r->open_handles++;
     return 0;
   }
-  tls_channel_t *tls = tls_channel_of(env, get_named(env, options, "serverTls"));
+  tls_channel_t *tls = tls_channel_of(env, tls_value);
   if (!(link = link_new(env))) return -1;
   r->server = link_side(link);
   if (init_side(r, r->server, loop, fd, tls) == 0) return 0;
@@ -884,25 +879,27 @@ static int read_needles(napi_env env, napi_value value, relay_t *r) {
   return 0;
 }
 
-/* The settings a config reload may change: { maxMessageBytes, interceptTypes,
- * statementNeedles, queryCache }. Returns -1 when out of memory. */
-static int configure(napi_env env, relay_t *r, napi_value options) {
+/* The settings a config reload may change, in this order. */
+enum setting { MAX_MESSAGE_BYTES, INTERCEPT_TYPES, STATEMENT_NEEDLES, QUERY_CACHE, SETTINGS };
+
+/* Takes the settings (setting order). Returns -1 when out of memory. */
+static int configure(napi_env env, relay_t *r, const napi_value *settings) {
   double max_message = 0;
-  napi_get_value_double(env, get_named(env, options, "maxMessageBytes"), &max_message);
+  napi_get_value_double(env, settings[MAX_MESSAGE_BYTES], &max_message);
   r->from_client.max_message = (size_t)max_message;
   memset(r->from_client.intercept, 0, sizeof r->from_client.intercept);
-  fill_types(env, get_named(env, options, "interceptTypes"), r->from_client.intercept);
+  fill_types(env, settings[INTERCEPT_TYPES], r->from_client.intercept);
   free_needles(r);
   r->needles = NULL;
   r->needle_count = 0;
   if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
   r->queries_ref = NULL;
-  napi_value queries = get_named(env, options, "queryCache");
+  napi_value queries = settings[QUERY_CACHE];
   if (napi_unwrap(env, queries, (void **)&r->queries) == napi_ok)
     napi_create_reference(env, queries, 1, &r->queries_ref);
   else
     r->queries = NULL;
-  return read_needles(env, get_named(env, options, "statementNeedles"), r);
+  return read_needles(env, settings[STATEMENT_NEEDLES], r);
 }
 
 static relay_t *unwrap_relay(napi_env env, napi_callback_info info, napi_value *argv) {
@@ -915,11 +912,17 @@ static relay_t *unwrap_relay(napi_env env, napi_callback_info info, napi_value *
   return r;
 }
 
-/* update(settings): a config reload; takes effect from the next message. */
+/* update({ maxMessageBytes, interceptTypes, statementNeedles, queryCache }): a config reload;
+ * takes effect from the next message. */
 static napi_value js_update(napi_env env, napi_callback_info info) {
-  napi_value argv[1];
+  napi_value argv[1], settings[SETTINGS];
   relay_t *r = unwrap_relay(env, info, argv);
-  if (r && !r->stopped && configure(env, r, argv[0]) < 0) report_close(r, "client", "out of memory");
+  if (!r || r->stopped) return NULL;
+  settings[MAX_MESSAGE_BYTES] = get_named(env, argv[0], "maxMessageBytes");
+  settings[INTERCEPT_TYPES] = get_named(env, argv[0], "interceptTypes");
+  settings[STATEMENT_NEEDLES] = get_named(env, argv[0], "statementNeedles");
+  settings[QUERY_CACHE] = get_named(env, argv[0], "queryCache");
+  if (configure(env, r, settings) < 0) report_close(r, "client", "out of memory");
   return NULL;
 }
 
@@ -934,20 +937,40 @@ static napi_value js_close_when_idle(napi_env env, napi_callback_info info) {
   napi_get_boolean(env, !r->stopped && relay_idle(r), &idle);
   return idle;
 }
-/* relay(clientFd, serverFd, { maxMessageBytes, frontendTypes, interceptTypes, statementNeedles,
- * queryCache, keepsServer, clientTls, serverTls, serverLink, onMessage, onServerMessage,
- * onClose }), the session's progress so far in the progress slots (carry_progress)
- * → { stop(), progress(), update(), closeWhenIdle() }. The caller has stopped reading both
- * sockets and has nothing queued on them; the relay reads and writes duplicates of their
- * descriptors, or, given a server link that waits, the link's. */
+/* relay's arguments, in order: positional, since a property read by name costs a string made
+ * and looked up each time, at every session's start. */
+enum relay_argument {
+  CLIENT_FD,
+  SERVER_FD,
+  FRONTEND_TYPES,
+  SETTINGS_AT, /* the settings, in setting order */
+  KEEPS_SERVER = SETTINGS_AT + SETTINGS,
+  CLIENT_TLS,
+  SERVER_TLS,
+  SERVER_LINK,
+  CLIENT_LOGIN,
+  CALLBACKS_AT, /* the callbacks, in callback order */
+  RELAY_ARGUMENTS = CALLBACKS_AT + CALLBACKS
+};
+
+/* relay(clientFd, serverFd, frontendTypes, maxMessageBytes, interceptTypes, statementNeedles,
+ * queryCache, keepsServer, clientTls, serverTls, serverLink, clientLogin, onMessage,
+ * onServerMessage, onClose), the session's progress so far in the progress slots
+ * (carry_progress) → { stop(), progress(), update(), closeWhenIdle() }. The caller has stopped
+ * reading both sockets and has nothing queued on them; the relay reads and writes duplicates of
+ * their descriptors, or, given a server link that waits, the link's. */
 static napi_value js_relay(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3], wrapper, name;
+  size_t argc = RELAY_ARGUMENTS;
+  napi_value argv[RELAY_ARGUMENTS], wrapper, name;
   int32_t client_fd, server_fd;
   uv_loop_t *loop;
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  CHECK(napi_get_value_int32(env, argv[0], &client_fd));
-  CHECK(napi_get_value_int32(env, argv[1], &server_fd));
+  if (argc < RELAY_ARGUMENTS) {
+    napi_throw_error(env, NULL, "pgfence relay: relay() takes 15 arguments");
+    return NULL;
+  }
+  CHECK(napi_get_value_int32(env, argv[CLIENT_FD], &client_fd));
+  CHECK(napi_get_value_int32(env, argv[SERVER_FD], &server_fd));
   CHECK(napi_get_uv_event_loop(env, &loop));
   addon_data_t *data = NULL;
   napi_value constructor;
@@ -962,18 +985,20 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   r->env = env;
   carry_progress(data->progress_slots, &r->progress);
   r->progress.progress_at = uv_now(loop);
-  fill_types(env, get_named(env, argv[2], "frontendTypes"), r->from_client.valid);
-  r->keeps_server = bool_named(env, argv[2], "keepsServer");
-  napi_value options = argv[2];
+  fill_types(env, argv[FRONTEND_TYPES], r->from_client.valid);
+  bool keeps_server = false;
+  napi_get_value_bool(env, argv[KEEPS_SERVER], &keeps_server);
+  r->keeps_server = keeps_server;
   r->loop = loop;
-  if (configure(env, r, options) < 0 || attach_client(env, r, loop, client_fd, options) < 0) {
+  if (configure(env, r, argv + SETTINGS_AT) < 0 ||
+      attach_client(env, r, loop, client_fd, argv[CLIENT_LOGIN], argv[CLIENT_TLS]) < 0) {
     if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
     free_needles(r);
     free(r);
     napi_throw_error(env, NULL, "pgfence relay: cannot watch the client socket");
     return NULL;
   }
-  if (attach_server(env, r, loop, server_fd, options) < 0) {
+  if (attach_server(env, r, loop, server_fd, argv[SERVER_LINK], argv[SERVER_TLS]) < 0) {
     if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
     if (r->client->channel) tls_channel_resume(r->client->channel);
     /* The client's handle lives in r (both go once its close completes), or in its login. */
@@ -987,9 +1012,8 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
     napi_throw_error(env, NULL, "pgfence relay: cannot watch the server socket");
     return NULL;
   }
-  static const char *names[CALLBACKS] = {"onMessage", "onServerMessage", "onClose"};
   for (int i = 0; i < CALLBACKS; i++)
-    napi_create_reference(env, get_named(env, argv[2], names[i]), 1, &r->callbacks[i]);
+    napi_create_reference(env, argv[CALLBACKS_AT + i], 1, &r->callbacks[i]);
   napi_create_string_utf8(env, "pgfence.relay", NAPI_AUTO_LENGTH, &name);
   napi_async_init(env, wrapper, name, &r->async);
   napi_wrap(env, wrapper, r, wrapper_finalize, NULL, NULL);

@@ -113,11 +113,27 @@ interface CompiledRelay {
 }
 
 interface NativeRelayModule {
-  /** Takes the session's progress so far from the progress slots. */
+  /**
+   * Takes the session's progress so far from the progress slots. Positional, in
+   * NativeRelayOptions' terms: a property read by name costs the addon a string made and looked
+   * up each time, at every session's start.
+   */
   relay(
     clientFd: number,
     serverFd: number,
-    options: Omit<NativeRelayOptions, 'progress'>,
+    frontendTypes: NativeRelayOptions['frontendTypes'],
+    maxMessageBytes: NativeRelayOptions['maxMessageBytes'],
+    interceptTypes: NativeRelayOptions['interceptTypes'],
+    statementNeedles: NativeRelayOptions['statementNeedles'],
+    queryCache: NativeRelayOptions['queryCache'],
+    keepsServer: NativeRelayOptions['keepsServer'],
+    clientTls: NativeRelayOptions['clientTls'],
+    serverTls: NativeRelayOptions['serverTls'],
+    serverLink: NativeRelayOptions['serverLink'],
+    clientLogin: NativeRelayOptions['clientLogin'],
+    onMessage: NativeRelayOptions['onMessage'],
+    onServerMessage: NativeRelayOptions['onServerMessage'],
+    onClose: NativeRelayOptions['onClose'],
   ): CompiledRelay
   /**
    * Where the relay reads and writes a session's progress, not made an object of: the carried
@@ -266,22 +282,22 @@ export function relaySession(
   if (clientSocket) stopReading(clientSocket, !clientReadsAgain)
   if (!serverLink) stopReading(server, !serverReadsAgain)
   writeCarried(hooks.progress)
-  // Every property named, no spread: V8 (11.3) gives an object spread and then added to a new
-  // hidden class each time, which lives until a full collection.
-  const compiled = nativeRelayModule.relay(clientFd, serverFd, {
-    maxMessageBytes: settings.maxMessageBytes,
-    interceptTypes: settings.interceptTypes,
-    statementNeedles: settings.statementNeedles,
-    queryCache: settings.queryCache,
-    frontendTypes: FRONTEND_TYPE_CHARS,
-    keepsServer: serverReadsAgain,
-    clientTls: clientSocket ? nativeTlsChannel(clientSocket) : undefined,
-    serverTls: nativeTlsChannel(server),
+  const compiled = nativeRelayModule.relay(
+    clientFd,
+    serverFd,
+    FRONTEND_TYPE_CHARS,
+    settings.maxMessageBytes,
+    settings.interceptTypes,
+    settings.statementNeedles,
+    settings.queryCache,
+    serverReadsAgain,
+    clientSocket ? nativeTlsChannel(clientSocket) : undefined,
+    nativeTlsChannel(server),
     serverLink,
     clientLogin,
-    onMessage: hooks.onMessage,
-    onServerMessage: hooks.onServerMessage,
-    onClose: hooks.onClose,
-  })
+    hooks.onMessage,
+    hooks.onServerMessage,
+    hooks.onClose,
+  )
   return new Relay(compiled)
 }
