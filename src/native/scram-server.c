@@ -114,7 +114,7 @@ static int decode_key(const uint8_t *p, size_t n, uint8_t key[SCRAM_KEY_BYTES]) 
 /* SHA-256 and HMAC-SHA-256 fetched once: OpenSSL's one-shot HMAC() and SHA256() look both up
  * by name at every call, which cost a login more than the hashing. */
 static EVP_MD *sha256;
-static EVP_MAC_CTX *hmac_sha256; /* keyless, its digest set: each HMAC works on a copy */
+static EVP_MAC_CTX *hmac_sha256; /* keyless, its digest set: each thread keys a copy */
 static pthread_once_t fetched = PTHREAD_ONCE_INIT;
 
 static void fetch_algorithms(void) {
@@ -130,22 +130,30 @@ static void fetch_algorithms(void) {
   }
 }
 
+/* Each thread keys a context of its own again for every HMAC, and hashes with one digest
+ * context: a context made and freed per call cost more than the hashing. */
+static _Thread_local EVP_MAC_CTX *thread_hmac;
+static _Thread_local EVP_MD_CTX *thread_digest;
+
 static int hmac(const uint8_t key[SCRAM_KEY_BYTES], const uint8_t *text, size_t n,
                 uint8_t out[SCRAM_KEY_BYTES]) {
   pthread_once(&fetched, fetch_algorithms);
-  EVP_MAC_CTX *ctx = hmac_sha256 ? EVP_MAC_CTX_dup(hmac_sha256) : NULL;
+  if (!thread_hmac && hmac_sha256) thread_hmac = EVP_MAC_CTX_dup(hmac_sha256);
   size_t len = 0;
-  int ok = ctx && EVP_MAC_init(ctx, key, SCRAM_KEY_BYTES, NULL) && EVP_MAC_update(ctx, text, n) &&
-           EVP_MAC_final(ctx, out, &len, SCRAM_KEY_BYTES) && len == SCRAM_KEY_BYTES;
-  EVP_MAC_CTX_free(ctx);
+  int ok = thread_hmac && EVP_MAC_init(thread_hmac, key, SCRAM_KEY_BYTES, NULL) &&
+           EVP_MAC_update(thread_hmac, text, n) &&
+           EVP_MAC_final(thread_hmac, out, &len, SCRAM_KEY_BYTES) && len == SCRAM_KEY_BYTES;
   return ok ? 0 : -1;
 }
 
 static int sha256_of(const uint8_t *p, size_t n, uint8_t out[SHA256_DIGEST_LENGTH]) {
   pthread_once(&fetched, fetch_algorithms);
+  if (!thread_digest) thread_digest = EVP_MD_CTX_new();
   unsigned int len = 0;
-  return sha256 && EVP_Digest(p, n, out, &len, sha256, NULL) && len == SHA256_DIGEST_LENGTH ? 0
-                                                                                           : -1;
+  int ok = sha256 && thread_digest && EVP_DigestInit_ex(thread_digest, sha256, NULL) &&
+           EVP_DigestUpdate(thread_digest, p, n) &&
+           EVP_DigestFinal_ex(thread_digest, out, &len) && len == SHA256_DIGEST_LENGTH;
+  return ok ? 0 : -1;
 }
 
 int scram_final(scram_server_t *s, const uint8_t *body, size_t n,
