@@ -53,6 +53,7 @@ export class ServerConnection {
   readonly prepared = new Map<string, Buffer>()
   /** Its resets take the proxy's presence lock again (Pool.keepPresenceOn). */
   holdsPresence = false
+  private lastResetWrite: ResetWrite | null = null
   private receiver: ServerBytesHandler
   /** The holder's own reaction to the server closing (one listener for the connection's life). */
   private onClose: (() => void) | null = null
@@ -205,10 +206,8 @@ export class ServerConnection {
    * cannot be reused as it is, or when one of those failed.
    */
   async reset(unclean: boolean, timeoutMs: number, then: string | null = null): Promise<boolean> {
-    const after = [this.holdsPresence ? retakePresenceSql : null, then]
-      .filter((text) => text !== null)
-      .map(query)
-    if (this.link && !unclean) return this.resetInC(after, timeoutMs)
+    if (this.link && !unclean) return this.resetInC(this.cleanResetWrite(then), timeoutMs)
+    const after = this.afterDiscard(then)
     this.readAgain()
     const timer = this.failAfter(timeoutMs, 'reset timed out')
     try {
@@ -242,13 +241,29 @@ export class ServerConnection {
     }
   }
 
-  /** The reset through the link: the same statements in one write, read in C. */
-  private async resetInC(after: Buffer[], timeoutMs: number): Promise<boolean> {
-    const statuses = await this.link!.reset(
-      after.length > 0 ? Buffer.concat([DISCARD_ALL, ...after]) : DISCARD_ALL,
-      1 + after.length,
-      timeoutMs,
-    )
+  /** What follows the DISCARD ALL in the reset's write (see reset), one Query each. */
+  private afterDiscard(then: string | null): Buffer[] {
+    return [this.holdsPresence ? retakePresenceSql : null, then]
+      .filter((text) => text !== null)
+      .map(query)
+  }
+
+  /**
+   * A clean reset's write, made again only when what follows the DISCARD changes: the clients
+   * of a connection mostly carry the same settings.
+   */
+  private cleanResetWrite(then: string | null): ResetWrite {
+    const known = this.lastResetWrite
+    if (known && known.presence === this.holdsPresence && known.then === then) return known
+    const after = this.afterDiscard(then)
+    const bytes = after.length > 0 ? Buffer.concat([DISCARD_ALL, ...after]) : DISCARD_ALL
+    const write = { presence: this.holdsPresence, then, bytes, queries: 1 + after.length }
+    return (this.lastResetWrite = write)
+  }
+
+  /** The reset through the link: its statements in one write, read in C. */
+  private async resetInC(write: ResetWrite, timeoutMs: number): Promise<boolean> {
+    const statuses = await this.link!.reset(write.bytes, write.queries, timeoutMs)
     if (statuses === null) return false
     for (let at = 0; at < statuses.length;) {
       const end = at + 1 + statuses.readUInt32BE(at + 1)
@@ -306,6 +321,15 @@ export class ServerConnection {
     const { name, value } = decodeParameterStatus(message)
     this.parameters.set(name, value)
   }
+}
+
+/** A clean reset's one write, for the statement and presence it was made for. */
+interface ResetWrite {
+  presence: boolean
+  then: string | null
+  bytes: Buffer
+  /** The simple Queries in it, DISCARD ALL included. */
+  queries: number
 }
 
 function decodeDataRow(message: Buffer): (string | null)[] {

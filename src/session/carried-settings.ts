@@ -27,13 +27,43 @@ export async function resetCarrying(
   unclean: boolean,
   timeoutMs: number,
 ): Promise<boolean> {
-  const reported = reportedSettings(server.own, settings)
-  // Against the values the reset returns to, so that it goes out in the reset's own write.
-  const statement = settingsStatement(reported, server.own)
+  const { reported, statement } = carriedStatement(server, settings)
   if (!(await server.reset(unclean, timeoutMs, statement))) return false
   if (statement)
     for (const [name, asked] of reported)
       server.carried.set(name, { asked, own: server.own.get(name)! })
+  return true
+}
+
+/** The settings a connection carries for a client, and the statement that applies them. */
+interface CarriedStatement {
+  settings: [string, string][]
+  own: ReadonlyMap<string, string>
+  reported: [string, string][]
+  statement: string | null
+}
+
+/** Each connection's last, made again only for other settings: clients mostly ask the same. */
+const carriedStatements = new WeakMap<ServerConnection, CarriedStatement>()
+
+function carriedStatement(
+  server: ServerConnection,
+  settings: [string, string][],
+): CarriedStatement {
+  const known = carriedStatements.get(server)
+  if (known && known.own === server.own && sameSettings(known.settings, settings)) return known
+  const reported = reportedSettings(server.own, settings)
+  // Against the values the reset returns to, so that it goes out in the reset's own write.
+  const statement = settingsStatement(reported, server.own)
+  const made = { settings, own: server.own, reported, statement }
+  carriedStatements.set(server, made)
+  return made
+}
+
+function sameSettings(a: [string, string][], b: [string, string][]): boolean {
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++)
+    if (a[i]![0] !== b[i]![0] || a[i]![1] !== b[i]![1]) return false
   return true
 }
 
