@@ -6,6 +6,7 @@ import { capture } from '../support/capture.js'
 import type { TestDatabase } from '../support/database.js'
 import { POOL_PASSWORD, writeUserlist } from '../support/pool-auth.js'
 import { startTestProxy } from '../support/proxy.js'
+import { waitFor } from '../e2e/support/wait.js'
 import {
   databaseWithTables,
   installPreviousSchema,
@@ -163,7 +164,18 @@ test('uninstall: refused while a pool keeps the server connection of a client th
   } finally {
     await proxy.close()
   }
+  // A connection still being reset when the pool closed ends on the server soon after.
+  await waitFor(async () => !(await proxyLockHeld()), { what: "the pool's sessions to end" })
 })
+
+/** Whether a session holds an advisory lock in the database (a proxy's presence lock). */
+async function proxyLockHeld(): Promise<boolean> {
+  const { rows } = await admin.query(
+    "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND database = " +
+      '(SELECT oid FROM pg_database WHERE datname = current_database())',
+  )
+  return rows[0].n > 0
+}
 
 test('uninstall is idempotent; --drop-fence-columns drops the fence columns too', async () => {
   expect((await uninstallWith()).code).toBe(0)
