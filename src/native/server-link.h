@@ -9,7 +9,7 @@
  * JavaScript API (src/relay/server-link.ts):
  *   a relay's stop(true) → { ..., serverLink }: the link, when the session ended idle outside a
  *     transaction on a plain TCP server connection with nothing queued for it; else undefined
- *   relay(clientFd, -1, { serverLink, ... }): the relay takes the link's side over
+ *   relay(clientFd, -1, …, serverLink, …): the relay takes the link's side over
  *   linkReset(link, bytes, readyCount, onEvent): writes `bytes` (readyCount simple Queries)
  *     and reads their answers (events: link-events.h): onEvent(LINK_EVENT_RESET, statuses)
  *     once all came back without an error, the first a "DISCARD ALL", the last idle
