@@ -31,7 +31,7 @@ interface AcceptModule {
   acceptorPending(acceptor: Acceptor): number
   acceptorStop(acceptor: Acceptor): void
   acceptorCloseLogins(acceptor: Acceptor): void
-  peerName(fd: number): string | undefined
+  peerName(fd: number, out: { address?: string; port?: number }): number
 }
 
 const addon =

@@ -94,17 +94,14 @@ export class ClientConnection {
    * A client the addon accepted (src/auth/native-accept.ts): its descriptor, JavaScript's to
    * close, with no socket until one is needed. `peerName`: the descriptor's peer address.
    */
-  static onDescriptor(fd: number, peerName: (fd: number) => string | undefined): ClientConnection {
+  static onDescriptor(
+    fd: number,
+    peerName: (fd: number, out: { address?: string; port?: number }) => number,
+  ): ClientConnection {
     return ClientConnection.onHandle({
       fd,
       bare: true,
-      getpeername: (out) => {
-        const name = peerName(fd)
-        const colon = name?.lastIndexOf(':') ?? -1
-        if (colon > 0)
-          [out.address, out.port] = [name!.slice(0, colon), Number(name!.slice(colon + 1))]
-        return 0
-      },
+      getpeername: (out) => peerName(fd, out),
       close: () => closeSync(fd),
     })
   }

@@ -19,7 +19,7 @@
  *   acceptorPending(acceptor) → the logins under way
  *   acceptorStop(acceptor): accepts no more (the logins under way go on)
  *   acceptorCloseLogins(acceptor): closes every login under way, with nothing told
- *   peerName(fd) → "address:port" of a TCP descriptor's peer, or undefined
+ *   peerName(fd, out): out.address and out.port of a TCP descriptor's peer, as Node's getpeername
  */
 #define _GNU_SOURCE /* accept4 */
 #define NAPI_VERSION 8
@@ -28,7 +28,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <node_api.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -306,49 +305,50 @@ napi_value js_acceptor_room(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* The acceptor a call's one argument is, while JavaScript holds it; else NULL. */
+static acceptor_t *only_acceptor(napi_env env, napi_callback_info info) {
+  acceptor_t *a = tagged_argument(env, info, &ACCEPTOR_TAG);
+  return a && !a->finalized ? a : NULL;
+}
+
 napi_value js_acceptor_pending(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1], result;
-  acceptor_t *a = acceptor_call(env, info, &argc, argv);
+  napi_value result;
+  acceptor_t *a = only_acceptor(env, info);
   napi_create_int32(env, a ? a->pending : 0, &result);
   return result;
 }
 
 napi_value js_acceptor_stop(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  acceptor_t *a = acceptor_call(env, info, &argc, argv);
-  if (a) {
-    stop_listening(a);
-    arm(a);
-  }
+  acceptor_t *a = only_acceptor(env, info);
+  if (!a) return NULL;
+  stop_listening(a);
+  arm(a);
   return NULL;
 }
 
 napi_value js_acceptor_close_logins(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  acceptor_t *a = acceptor_call(env, info, &argc, argv);
-  if (a) {
-    close_logins(a);
-    arm(a);
-  }
+  acceptor_t *a = only_acceptor(env, info);
+  if (!a) return NULL;
+  close_logins(a);
+  arm(a);
   return NULL;
 }
 
+/* peerName(fd, out): as Node's TCP handle's getpeername, out.address and out.port of the
+ * descriptor's peer (left unset when it has none); returns 0. */
 napi_value js_peer_name(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1], result;
+  size_t argc = 2;
+  napi_value argv[2], value, zero;
   int32_t fd = -1;
   struct sockaddr_storage addr;
   socklen_t len = sizeof addr;
-  char host[INET6_ADDRSTRLEN], text[INET6_ADDRSTRLEN + 8];
-  napi_get_undefined(env, &result);
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
+  char host[INET6_ADDRSTRLEN];
+  int port;
+  napi_create_int32(env, 0, &zero);
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 ||
       napi_get_value_int32(env, argv[0], &fd) != napi_ok ||
       getpeername(fd, (struct sockaddr *)&addr, &len) != 0)
-    return result;
-  int port;
+    return zero;
   if (addr.ss_family == AF_INET) {
     struct sockaddr_in *in = (struct sockaddr_in *)&addr;
     inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
@@ -358,8 +358,10 @@ napi_value js_peer_name(napi_env env, napi_callback_info info) {
     inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
     port = ntohs(in6->sin6_port);
   } else
-    return result;
-  snprintf(text, sizeof text, "%s:%d", host, port);
-  napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &result);
-  return result;
+    return zero;
+  napi_create_string_utf8(env, host, NAPI_AUTO_LENGTH, &value);
+  napi_set_named_property(env, argv[1], "address", value);
+  napi_create_int32(env, port, &value);
+  napi_set_named_property(env, argv[1], "port", value);
+  return zero;
 }
