@@ -21,6 +21,8 @@
         "src/native/login-memory.c",
         "src/native/startup-user.c",
         "src/native/server-link.c",
+        "src/native/link-shelf.c",
+        "src/native/login-lend.c",
         "src/native/relay-side.c",
         "src/native/reset-answer.c"
       ],

@@ -13,3 +13,9 @@ export const nativeAddon: Record<string, unknown> | null = (() => {
     return null
   }
 })()
+
+/** A server link the addon keeps between sessions (src/native/server-link.c), opaque. */
+export type ServerLinkHandle = { readonly brand: unique symbol }
+
+/** A relay the addon made for a login it lent a server connection (src/native/relay.h), opaque. */
+export type CompiledRelayHandle = { readonly brand: unique symbol }

@@ -12,6 +12,11 @@ export const enum LoginOutcome {
   Closed = 3,
   /** A connection accepted in C did not complete its startup within limits.startupTimeoutMs. */
   TimedOut = 4,
+  /**
+   * Authenticated and lent a pool's server connection in C (src/native/login-lend.c): greeted
+   * and relayed already.
+   */
+  Lent = 5,
 }
 
 /** Why a client's authentication failed, in C or in JavaScript. */

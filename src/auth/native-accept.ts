@@ -1,6 +1,7 @@
 import type net from 'node:net'
-import { nativeAddon } from '../native-addon.js'
+import { nativeAddon, type CompiledRelayHandle, type ServerLinkHandle } from '../native-addon.js'
 import { ClientConnection, type LoginWatch } from '../client/client-connection.js'
+import { LoginOutcome } from './login-codes.js'
 import {
   loginResult,
   watchControl,
@@ -21,10 +22,18 @@ import {
 
 type Acceptor = { readonly brand: unique symbol }
 
-type AcceptedReport = [...Report, fd: number, login: LoginWatch | undefined, remainingMs: number]
+type AcceptedReport = [
+  ...Report,
+  fd: number,
+  login: LoginWatch | undefined,
+  remainingMs: number,
+  /** LENT: the relay C made, and the server link it was lent. */
+  relay?: CompiledRelayHandle,
+  link?: ServerLinkHandle,
+]
 
 interface AcceptModule {
-  acceptClients(logins: Logins, onLogin: (...report: AcceptedReport) => void): Acceptor
+  acceptClients(logins: Logins, onLogin: (...report: AcceptedReport) => unknown): Acceptor
   acceptorListen(acceptor: Acceptor, fd: number): number
   acceptorSettings(acceptor: Acceptor, timeoutMs: number, tellClosed: boolean): void
   acceptorRoom(acceptor: Acceptor, room: number): void
@@ -53,6 +62,16 @@ export type AcceptedLogin = (
   remainingMs: number,
 ) => void
 
+/**
+ * Where a login lent a server connection in C goes (lending in C): its connection, the relay C
+ * made and the link it relays; returns the relay's callbacks (RelayCallbacks), which C checks.
+ */
+export type LentLogin = (
+  connection: ClientConnection,
+  relay: CompiledRelayHandle,
+  link: ServerLinkHandle,
+) => unknown
+
 export class NativeAcceptor {
   /** The listening descriptors the addon watches (duplicates of those Node bound). */
   readonly descriptors: number[] = []
@@ -60,13 +79,18 @@ export class NativeAcceptor {
   private constructor(private readonly acceptor: Acceptor) {}
 
   /** Null when the addon was built without accepting. */
-  static create(logins: NativeLogins, onLogin: AcceptedLogin): NativeAcceptor | null {
+  static create(
+    logins: NativeLogins,
+    onLogin: AcceptedLogin,
+    onLent: LentLogin,
+  ): NativeAcceptor | null {
     if (!addon) return null
     const peerName = addon.peerName
     const acceptor = addon.acceptClients(
       logins.logins,
-      (outcome, bytes, failure, detail, fd, login, remainingMs) => {
+      (outcome, bytes, failure, detail, fd, login, remainingMs, relay, link) => {
         const connection = ClientConnection.onDescriptor(fd, peerName)
+        if (outcome === LoginOutcome.Lent) return onLent(connection, relay!, link!)
         if (login) connection.keepLoginWatch(login, watchControl)
         onLogin(connection, loginResult(outcome, bytes, failure, detail), remainingMs)
       },

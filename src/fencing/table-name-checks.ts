@@ -106,6 +106,16 @@ export class TableNameChecks {
     for (const { fencing } of this.databases.values()) if (fencing) yield fencing
   }
 
+  /**
+   * How long until loginQuery gives a check for this database: 0 when one is due now, Infinity
+   * when none ever is. Changes nothing.
+   */
+  dueInMs(database: string): number {
+    if (this.names.length === 0) return Infinity
+    const checkedAt = this.databases.get(database)?.checkedAt ?? -Infinity
+    return Math.max(0, checkedAt + this.recheckMs - Date.now())
+  }
+
   /** The check for a session logging in to this database to run, when one is due. */
   loginQuery(database: string): LoginQuery | null {
     if (this.names.length === 0) return null

@@ -79,6 +79,8 @@ struct setup {
   int recall_held;    /* logins_hold_recall */
   char *asked_always; /* the database whose logins JavaScript always chooses for */
   napi_async_context async;
+  const login_lender_t *lender; /* lending in C, when set (logins_lend_with) */
+  void *lender_ctx;
   int logins;     /* logins that use this setup */
   int finalized;  /* the JavaScript value is gone */
 };
@@ -257,6 +259,40 @@ static void report_accepted(login_t *login, int outcome, const uint8_t *keys, in
   accepted_done(end.acceptor);
 }
 
+/* An accepted login lent a server connection (login-lend.c), told as LENT with the relay and
+ * the link, and a duplicate of the client's descriptor; JavaScript answers with the relay's
+ * callbacks. Anything that fails closes the client. */
+static void report_lent(login_t *login, void *lease) {
+  const login_lender_t *lender = login->setup->lender;
+  accepted_end_t end = accepted_leave(&login->entry);
+  login->phase = HANDED;
+  napi_env env = login->setup->env;
+  napi_handle_scope scope;
+  napi_open_handle_scope(env, &scope);
+  napi_value fn, answer = NULL, argv[9];
+  if (lender->values(lease, env, argv + 7) < 0) {
+    stop(login);
+  } else {
+    /* From here the relay holds the side: it closes it, whatever JavaScript answers. */
+    int fd = fcntl(login->side.io.fd, F_DUPFD_CLOEXEC, 0);
+    if (fd >= 0) {
+      napi_create_int32(env, LOGIN_OUTCOME_LENT, &argv[0]);
+      napi_get_undefined(env, &argv[1]);
+      napi_create_int32(env, 0, &argv[2]);
+      napi_create_int32(env, 0, &argv[3]);
+      napi_create_int32(env, fd, &argv[4]);
+      napi_get_undefined(env, &argv[5]);
+      napi_create_double(env, end.remaining_ms, &argv[6]);
+      napi_get_reference_value(env, end.callback, &fn);
+      answer = call(login->setup, fn, 9, argv);
+    }
+    if (!answer) napi_get_undefined(env, &answer);
+    lender->answered(lease, answer);
+  }
+  napi_close_handle_scope(env, scope);
+  accepted_done(end.acceptor);
+}
+
 static void watch(login_t *login, int events) {
   if (!done_reading(login)) side_watch(&login->side, events);
 }
@@ -429,6 +465,12 @@ static void on_password(login_t *login, const uint8_t *body, size_t n) {
   if (failure) return report(login, LOGIN_OUTCOME_REFUSED, NULL, failure, 0);
   memcpy(head + SCRAM_KEY_BYTES, login->scram.server_key, SCRAM_KEY_BYTES);
   write_answer(head + 2 * SCRAM_KEY_BYTES, signature);
+  const login_lender_t *lender = login->setup->lender;
+  void *lease = lender && login->entry.acceptor && login->in.len == 0
+                    ? lender->lend(login->setup->lender_ctx, &login->side, login->packet.data,
+                                   login->packet.len, head + 2 * SCRAM_KEY_BYTES, ANSWER_BYTES)
+                    : NULL;
+  if (lease) return report_lent(login, lease);
   report(login, LOGIN_OUTCOME_AUTHENTICATED, head, 0, 0);
 }
 
@@ -668,6 +710,11 @@ napi_value js_login_read(napi_env env, napi_callback_info info) {
 setup_t *logins_setup(napi_env env, napi_value value) { return tagged(env, value, &SETUP_TAG); }
 
 void logins_hold_recall(setup_t *setup, int held) { setup->recall_held = held; }
+
+void logins_lend_with(setup_t *setup, const login_lender_t *lender, void *ctx) {
+  setup->lender = lender;
+  setup->lender_ctx = ctx;
+}
 
 side_t *login_side_waiting(napi_env env, napi_value value) {
   login_t *login = tagged(env, value, &LOGIN_TAG);

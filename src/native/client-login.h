@@ -48,6 +48,27 @@ void logins_hold_recall(setup_t *setup, int held);
  */
 accepted_t *login_accept(setup_t *setup, uv_loop_t *loop, int fd);
 
+/*
+ * Lending in C (login-lend.c): an accepted login that authenticated with nothing sent after its
+ * last message may be served on a pool's server connection without JavaScript choosing first.
+ * JavaScript is then told LENT, with the relay and the server link, and answers with the
+ * relay's callbacks.
+ */
+typedef struct {
+  /* A lease when the login is lent a connection (the answer and the greeting then went to the
+   * client, `answer` first), else NULL. */
+  void *(*lend)(void *lender, side_t *client, const uint8_t *packet, size_t len,
+                const uint8_t *answer, size_t answer_len);
+  /* In the report's handle scope: the relay and the link to tell JavaScript of; -1 when they
+   * cannot be made (the client is closed, the link ended). */
+  int (*values)(void *lease, napi_env env, napi_value out[2]);
+  /* JavaScript's answer to the report (its callbacks, or undefined when it threw). */
+  void (*answered)(void *lease, napi_value answer);
+} login_lender_t;
+
+/* Logins accepted from now on may be lent through `lender` (NULL: none is). */
+void logins_lend_with(setup_t *setup, const login_lender_t *lender, void *ctx);
+
 /* An accepted login under way that ran out of time: it ends TIMED_OUT. */
 void login_time_out(login_t *login);
 

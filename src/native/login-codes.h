@@ -8,6 +8,7 @@
 #define LOGIN_OUTCOME_REFUSED 2
 #define LOGIN_OUTCOME_CLOSED 3
 #define LOGIN_OUTCOME_TIMED_OUT 4
+#define LOGIN_OUTCOME_LENT 5
 
 /* Why a client's authentication failed, in C or in JavaScript. */
 #define LOGIN_FAILURE_WRONG_PROOF 1

@@ -30,11 +30,14 @@
 #include "client-accept.h"
 #include "client-login.h"
 #include "framing.h"
+#include "link-shelf.h"
+#include "login-lend.h"
 #include "napi-string.h"
 #include "query-cache.h"
 #include "query-normalise.h"
 #include "release-memory.h"
 #include "relay-side.h"
+#include "relay.h"
 #include "server-link.h"
 #include "session-progress.h"
 #include "stream-io.h"
@@ -622,7 +625,8 @@ static void relay_free_if_done(relay_t *r) {
 static void handle_gone(relay_t *r) {
   if (--r->open_handles > 0) return;
   /* Both handles are gone: let go of the callbacks, so the session can be collected. */
-  for (int i = 0; i < CALLBACKS; i++) napi_delete_reference(r->env, r->callbacks[i]);
+  for (int i = 0; i < CALLBACKS; i++)
+    if (r->callbacks[i]) napi_delete_reference(r->env, r->callbacks[i]);
   if (r->queries_ref) napi_delete_reference(r->env, r->queries_ref);
   napi_async_destroy(r->env, r->async);
   relay_free_if_done(r);
@@ -937,6 +941,19 @@ static napi_value js_close_when_idle(napi_env env, napi_callback_info info) {
   napi_get_boolean(env, !r->stopped && relay_idle(r), &idle);
   return idle;
 }
+/* The relay's JavaScript value, its async context and its kick timer (which counts as a
+ * handle). */
+static void wrap_relay(napi_env env, relay_t *r, napi_value wrapper) {
+  napi_value name;
+  napi_create_string_utf8(env, "pgfence.relay", NAPI_AUTO_LENGTH, &name);
+  napi_async_init(env, wrapper, name, &r->async);
+  napi_wrap(env, wrapper, r, wrapper_finalize, NULL, NULL);
+  r->wrapper_alive = 1;
+  uv_timer_init(r->loop, &r->kick);
+  r->kick.data = r;
+  r->open_handles++;
+}
+
 /* relay's arguments, in order: positional, since a property read by name costs a string made
  * and looked up each time, at every session's start. */
 enum relay_argument {
@@ -961,7 +978,7 @@ enum relay_argument {
  * their descriptors, or, given a server link that waits, the link's. */
 static napi_value js_relay(napi_env env, napi_callback_info info) {
   size_t argc = RELAY_ARGUMENTS;
-  napi_value argv[RELAY_ARGUMENTS], wrapper, name;
+  napi_value argv[RELAY_ARGUMENTS], wrapper;
   int32_t client_fd, server_fd;
   uv_loop_t *loop;
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
@@ -1014,16 +1031,64 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   }
   for (int i = 0; i < CALLBACKS; i++)
     napi_create_reference(env, argv[CALLBACKS_AT + i], 1, &r->callbacks[i]);
-  napi_create_string_utf8(env, "pgfence.relay", NAPI_AUTO_LENGTH, &name);
-  napi_async_init(env, wrapper, name, &r->async);
-  napi_wrap(env, wrapper, r, wrapper_finalize, NULL, NULL);
-  r->wrapper_alive = 1;
-  uv_timer_init(loop, &r->kick);
-  r->kick.data = r;
-  r->open_handles++;
+  wrap_relay(env, r, wrapper);
   update_polls(r);
   kick_if_pending(r);
   return wrapper;
+}
+
+napi_value relay_lent(napi_env env, side_t *client, server_link_t *link, napi_value settings,
+                      relay_t **out) {
+  addon_data_t *data = NULL;
+  napi_value constructor, wrapper, values[1 + SETTINGS];
+  if (napi_get_instance_data(env, (void **)&data) != napi_ok ||
+      napi_get_reference_value(env, data->relay_class, &constructor) != napi_ok ||
+      napi_new_instance(env, constructor, 0, NULL, &wrapper) != napi_ok)
+    return NULL;
+  for (uint32_t i = 0; i < 1 + SETTINGS; i++)
+    if (napi_get_element(env, settings, i, &values[i]) != napi_ok) return NULL;
+  relay_t *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->env = env;
+  r->loop = client->poll.loop;
+  r->progress.status = TRANSACTION_STATUS_IDLE;
+  r->progress.progress_at = uv_now(r->loop);
+  r->keeps_server = 1;
+  fill_types(env, values[0], r->from_client.valid);
+  if (configure(env, r, values + 1) < 0) {
+    if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
+    free_needles(r);
+    free(r);
+    return NULL;
+  }
+  /* Both watches stay as they are: the first update_polls finds them right, or starts them. */
+  r->client = client;
+  client->relay = r;
+  client->on_poll = on_poll;
+  link_adopt(link, r);
+  r->server = link_side(link);
+  r->server->on_poll = on_poll;
+  r->open_handles += 2;
+  wrap_relay(env, r, wrapper);
+  *out = r;
+  return wrapper;
+}
+
+int relay_lent_start(relay_t *r, napi_value callbacks) {
+  napi_env env = r->env;
+  napi_value fns[CALLBACKS];
+  for (uint32_t i = 0; i < CALLBACKS; i++) {
+    napi_valuetype type = napi_undefined;
+    if (napi_get_element(env, callbacks, i, &fns[i]) != napi_ok ||
+        napi_typeof(env, fns[i], &type) != napi_ok || type != napi_function) {
+      relay_stop(r);
+      return -1;
+    }
+  }
+  for (int i = 0; i < CALLBACKS; i++) napi_create_reference(env, fns[i], 1, &r->callbacks[i]);
+  update_polls(r);
+  kick_if_pending(r);
+  return 0;
 }
 
 static void free_keys(comment_keys_t *keys) {
@@ -1199,6 +1264,10 @@ NAPI_MODULE_INIT() {
                                                {"acceptorCloseLogins", js_acceptor_close_logins},
                                                {"peerName", js_peer_name},
                                                {"linkReset", js_link_reset},
+                                               {"linkShelf", js_link_shelf},
+                                               {"shelve", js_shelve},
+                                               {"unshelve", js_unshelve},
+                                               {"loginsLend", js_logins_lend},
                                                {"linkClose", js_link_close},
                                                {"releaseFreeMemory", js_release_free_memory},
                                                {"relayProgressSlots", js_relay_progress_slots}};

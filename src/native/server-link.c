@@ -87,9 +87,23 @@ static void finalize(napi_env env, void *data, void *hint) {
   free_if_done(link);
 }
 
+int link_is_waiting(const server_link_t *link) {
+  return link->handle_open && link->state == WAITING && !link->side.relay;
+}
+
+server_link_t *link_of_value(napi_env env, napi_value value) {
+  return tagged(env, value, &LINK_TAG);
+}
+
 server_link_t *link_waiting(napi_env env, napi_value value) {
-  server_link_t *link = tagged(env, value, &LINK_TAG);
-  return link && link->handle_open && link->state == WAITING && !link->side.relay ? link : NULL;
+  server_link_t *link = link_of_value(env, value);
+  return link && link_is_waiting(link) ? link : NULL;
+}
+
+napi_value link_js_value(server_link_t *link) {
+  napi_value value = NULL;
+  napi_get_reference_value(link->env, link->value, &value);
+  return value;
 }
 
 void link_adopt(server_link_t *link, relay_t *relay) {
@@ -151,6 +165,8 @@ static void report(server_link_t *link, int event) {
   }
   napi_close_handle_scope(env, scope);
 }
+
+void link_end(server_link_t *link) { report(link, LINK_EVENT_ENDED); }
 
 static void watch(server_link_t *link) {
   side_watch(&link->side, UV_READABLE | (link->side.out.len > 0 ? UV_WRITABLE : 0));

@@ -34,6 +34,18 @@ server_link_t *link_of_side(side_t *side);
 /* The link a JavaScript value is, if it waits between sessions (no relay holds it); else NULL. */
 server_link_t *link_waiting(napi_env env, napi_value value);
 
+/* The link a JavaScript value is, in any state; else NULL. */
+server_link_t *link_of_value(napi_env env, napi_value value);
+
+/* Whether the link waits between sessions, its reset answered and no relay holding it. */
+int link_is_waiting(const server_link_t *link);
+
+/* The link's JavaScript value (one it has already: a link that waited had one made). */
+napi_value link_js_value(server_link_t *link);
+
+/* Closes a waiting link as if the server had ended it: JavaScript is told ENDED. */
+void link_end(server_link_t *link);
+
 /* The relay takes the link's side over (a waiting link: link_waiting), keeping its JavaScript
  * value alive until link_keep or link_handle_closed. */
 void link_adopt(server_link_t *link, relay_t *relay);

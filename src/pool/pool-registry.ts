@@ -1,7 +1,7 @@
 import type { UpstreamCredentials } from '../auth/client-authenticator.js'
 import type { Config, ConfigInForce } from '../config/schema.js'
 import type { Logger } from '../log.js'
-import { Pool, type PoolObserver, type PoolStats } from './pool.js'
+import { Pool, type IdleLender, type PoolObserver, type PoolStats } from './pool.js'
 import { ServerConnection } from './server-connection.js'
 import { PgError } from '../wire/error-response.js'
 import { connectToPrimary, deadlineAfter, type Upstream } from '../upstream/primary-tracker.js'
@@ -21,6 +21,8 @@ const unobserved: PoolObserver = { waited: () => {}, timedOut: () => {} }
 /** One pool per (database, user), made on first use. */
 export class PoolRegistry {
   private readonly pools = new Map<string, { database: string; user: string; pool: Pool }>()
+  /** Offered every pool's idle connections, from the pools made after it is set. */
+  lender: IdleLender | null = null
 
   constructor(
     private readonly live: ConfigInForce,
@@ -54,6 +56,7 @@ export class PoolRegistry {
         )
       const log = this.log.child({ pool: `${user}@${database}` })
       const pool = new Pool(() => live.config.pool, open, log, this.observers(database, user))
+      pool.lender = this.lender
       entry = { database, user, pool }
       this.pools.set(key, entry)
     }

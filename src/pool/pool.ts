@@ -33,6 +33,19 @@ export interface PoolStats {
   maxWaitMs: number
 }
 
+/** Resets a connection given back, then says whether it may serve another client. */
+export type ResetThen = (connection: ServerConnection, done: (reusable: boolean) => void) => void
+
+/**
+ * Who may lend a pool's idle connections without the pool (lending in C): offered each that
+ * goes idle, and asked for it back before the pool lends or closes it.
+ */
+export interface IdleLender {
+  offer(pool: Pool, connection: ServerConnection): void
+  /** Gives the connection back if it holds it; false when it ended meanwhile. */
+  withdraw(connection: ServerConnection): boolean
+}
+
 export type OpenServer = (credentials: UpstreamCredentials) => Promise<ServerConnection>
 
 /** The error a client gets after pool.waitTimeoutMs in the queue (PgBouncer: query_wait_timeout). */
@@ -65,6 +78,8 @@ export class Pool {
   private closed = false
   /** The connection that keeps the presence lock through its resets (keepPresenceOn). */
   private presence: ServerConnection | null = null
+  /** Offered the idle connections (PoolRegistry sets it). */
+  lender: IdleLender | null = null
 
   constructor(
     private readonly settings: () => PoolConfig,
@@ -196,10 +211,11 @@ export class Pool {
    * A client is done with its connection: once `reset` says it is clean, lend it to the next
    * waiter or keep it idle; else close it.
    */
-  async release(connection: ServerConnection, reset: (c: ServerConnection) => Promise<boolean>) {
-    const reusable = connection.alive && !this.expired(connection) && (await reset(connection))
-    if (!reusable) return this.discard(connection)
-    this.checkin(connection)
+  release(connection: ServerConnection, reset: ResetThen): void {
+    if (!connection.alive || this.expired(connection)) return this.discard(connection)
+    reset(connection, (reusable) =>
+      reusable ? this.checkin(connection) : this.discard(connection),
+    )
   }
 
   /** A connection that needs no reset comes back, at once: to the next waiter, else idle. */
@@ -213,6 +229,18 @@ export class Pool {
     }
     connection.idleSince = Date.now()
     this.idle.push(connection)
+    this.lender?.offer(this, connection)
+  }
+
+  /** The lender lent an idle connection: a client holds it now, as if checked out. */
+  lentOutside(connection: ServerConnection): void {
+    const at = this.idle.lastIndexOf(connection)
+    if (at >= 0) this.idle.splice(at, 1)
+  }
+
+  /** How long the connection may still be lent before maxLifetimeMs closes it. */
+  lifetimeLeftMs(connection: ServerConnection): number {
+    return this.config.maxLifetimeMs - (Date.now() - connection.createdAt)
   }
 
   close(): void {
@@ -227,7 +255,8 @@ export class Pool {
 
   private takeIdle(): ServerConnection | null {
     for (let connection = this.idle.pop(); connection; connection = this.idle.pop()) {
-      if (connection.alive && !this.expired(connection)) return connection
+      const withdrawn = this.lender?.withdraw(connection) ?? true
+      if (withdrawn && connection.alive && !this.expired(connection)) return connection
       this.discard(connection)
     }
     return null
@@ -258,6 +287,7 @@ export class Pool {
   }
 
   private discard(connection: ServerConnection): void {
+    this.lender?.withdraw(connection)
     connection.destroy()
     if (this.presence === connection) this.presence = null
     this.count--

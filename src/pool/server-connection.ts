@@ -126,6 +126,11 @@ export class ServerConnection {
     return handle
   }
 
+  /** The link, while C watches the connection idle after a clean reset (lending in C). */
+  waitingLink(): ServerLinkHandle | null {
+    return this.link?.waitingHandle() ?? null
+  }
+
   /** pgfence reads the connection itself from here on: the link, if any, lets it go. */
   private readAgain(): void {
     if (!this.link) return
@@ -202,11 +207,21 @@ export class ServerConnection {
    * DISCARD ALL, so that nothing of one client reaches the next; a transaction the client left
    * open is rolled back first. Output of work the client left in flight is skipped. In the same
    * write, so that one round trip does it all, follow the presence lock taken again (the DISCARD
-   * released it; `holdsPresence`) and the statement `then`. Resolves false when the connection
-   * cannot be reused as it is, or when one of those failed.
+   * released it; `holdsPresence`) and the statement `then`. `done` gets false when the
+   * connection cannot be reused as it is, or when one of those failed.
    */
-  async reset(unclean: boolean, timeoutMs: number, then: string | null = null): Promise<boolean> {
-    if (this.link && !unclean) return this.resetInC(this.cleanResetWrite(then), timeoutMs)
+  reset(
+    unclean: boolean,
+    timeoutMs: number,
+    then: string | null,
+    done: (reusable: boolean) => void,
+  ): void {
+    if (this.link && !unclean) return this.resetInC(this.cleanResetWrite(then), timeoutMs, done)
+    void this.resetHere(unclean, timeoutMs, then).then(done)
+  }
+
+  /** The reset read through the connection's socket (see reset). */
+  private async resetHere(unclean: boolean, timeoutMs: number, then: string | null) {
     const after = this.afterDiscard(then)
     this.readAgain()
     const timer = this.failAfter(timeoutMs, 'reset timed out')
@@ -262,16 +277,17 @@ export class ServerConnection {
   }
 
   /** The reset through the link: its statements in one write, read in C. */
-  private async resetInC(write: ResetWrite, timeoutMs: number): Promise<boolean> {
-    const statuses = await this.link!.reset(write.bytes, write.queries, timeoutMs)
-    if (statuses === null) return false
-    for (let at = 0; at < statuses.length;) {
-      const end = at + 1 + statuses.readUInt32BE(at + 1)
-      this.noteParameter(statuses.subarray(at, end))
-      at = end
-    }
-    this.forgetSession()
-    return true
+  private resetInC(write: ResetWrite, timeoutMs: number, done: (reusable: boolean) => void) {
+    this.link!.reset(write.bytes, write.queries, timeoutMs, (statuses) => {
+      if (statuses === null) return done(false)
+      for (let at = 0; at < statuses.length;) {
+        const end = at + 1 + statuses.readUInt32BE(at + 1)
+        this.noteParameter(statuses.subarray(at, end))
+        at = end
+      }
+      this.forgetSession()
+      done(true)
+    })
   }
 
   /**

@@ -22,9 +22,13 @@ import { UpstreamLogin } from '../server/upstream-login.js'
 import { PgError } from '../wire/error-response.js'
 import { ProxySession } from '../session/session.js'
 import { clientTls, sameCertificate } from '../client/client-tls.js'
-import { nativeRelayModule } from '../relay/native-relay.js'
+import { lentRelay, nativeRelayModule, type RelayCallbacks } from '../relay/native-relay.js'
 import { watchSessionTimeouts } from '../session/session-timeouts.js'
-import { settingsForDatabase, type SettingsOptions } from '../fencing/live-settings.js'
+import {
+  settingsForDatabase,
+  type SettingsHolder,
+  type SettingsOptions,
+} from '../fencing/live-settings.js'
 import { LiveConfig } from './live-config.js'
 import { SessionRegistry, type RegisteredSession } from '../session/session-registry.js'
 import { consoleCommands } from '../admin/console-commands.js'
@@ -39,8 +43,11 @@ import { followFailovers } from '../session/failover.js'
 import { ChurnCollector } from '../session/churn-collector.js'
 import { createPooling } from './pooling.js'
 import { serverStates } from '../admin/pool-view.js'
-import { lendServer, startPooledClient } from '../session/pooled-startup.js'
+import { lendServer, startPooledClient, type PooledClient } from '../session/pooled-startup.js'
 import { startTransactionSession } from '../session/transaction-session.js'
+import { LendingInC, type LoginProfile } from '../session/lent-in-c.js'
+import { LinkShelf } from '../relay/link-shelf.js'
+import type { CompiledRelayHandle, ServerLinkHandle } from '../native-addon.js'
 
 export interface ProxyOptions extends SettingsOptions {
   logger?: Logger
@@ -58,6 +65,7 @@ const TOO_MANY_CLIENTS = new PgError('53300', 'sorry, too many clients already')
 const SHUTTING_DOWN = new PgError('57P03', 'the database system is shutting down')
 /** A pooled session logs in to no server: its login never times out (shared, never aborted). */
 const NO_LOGIN_DEADLINE = new AbortController().signal
+const NOTHING_TO_DO = () => {}
 
 export interface RunningProxy {
   host: string
@@ -128,9 +136,29 @@ export async function startProxy(
   /** Accepts TCP clients in C, each straight into its login in C (when Node's options are inherited). */
   const acceptor =
     nativeLogins &&
-    NativeAcceptor.create(nativeLogins, (connection, result, remainingMs) =>
-      admit(connection, result, startupLeft(result, remainingMs)),
+    NativeAcceptor.create(
+      nativeLogins,
+      (connection, result, remainingMs) =>
+        admit(connection, result, startupLeft(result, remainingMs)),
+      (connection, relay, link) => lentInC(connection, relay, link),
     )
+  /** Session pools' idle connections lent in C to the logins accepted there. */
+  const shelf =
+    acceptor && live.config.pool.mode === 'session'
+      ? LinkShelf.lendingTo(nativeLogins.logins)
+      : null
+  const lending =
+    shelf &&
+    new LendingInC(
+      shelf,
+      pooling!,
+      live.settings,
+      (database) => live.settings.current.nameChecks?.dueInMs(database) ?? Infinity,
+    )
+  if (lending) {
+    pooling!.pools.lender = lending
+    live.onReload(() => () => lending.reshelve())
+  }
   if (acceptor) registry.loginsInC = () => acceptor.pending()
   /** What refuses a client as soon as its StartupMessage is read: the limit, a shutdown. */
   function refusalBeforeLogin(): PgError | null {
@@ -232,33 +260,18 @@ export async function startProxy(
           logger: conn.log,
         })
       }
-      const database = params.get('database') ?? params.get('user') ?? ''
-      const sessionLog = lazyChild(logger, () => ({
-        conn: conn.id,
-        peer: conn.peer(),
-        user: params.get('user'),
+      const {
         database,
-      }))
+        log: sessionLog,
+        settings: sessionSettings,
+        track,
+      } = sessionOf(conn, params, () => {
+        clearTimeout(startupTimer)
+        upstreamLogin?.done()
+      })
       const nameCheck = params.has('replication')
         ? null
         : () => live.settings.current.nameChecks?.loginQuery(database) ?? null
-      const sessionSettings = settingsForDatabase(live.settings, database)
-      const track = (session: RegisteredSession, serverNode: () => UpstreamNode | null): void => {
-        void session.closed.then(() => {
-          clearTimeout(startupTimer)
-          upstreamLogin?.done()
-          churn?.sessionClosed()
-        })
-        registry.add(session, {
-          id: conn.id,
-          user: params.get('user')!,
-          database,
-          peer: conn.peer,
-          connectedAt: new Date(),
-          serverNode,
-        })
-        if (draining) session.closeWhenIdle(SHUTDOWN)
-      }
       // A literal per mode, not a spread: see relaySession.
       const pooledStart = (keepServer: boolean) => ({
         keepServer,
@@ -294,20 +307,15 @@ export async function startProxy(
           pooling,
           pooledStart(true),
         )
-        const session = new ProxySession(handshake.connection, pooled.server.socket, {
-          settings: sessionSettings,
-          logger: sessionLog,
-          keepChannelBinding: false,
-          nativeRelay,
-          loginDeadline: NO_LOGIN_DEADLINE,
-          cancelBackend: (key) => cancelBackend(pooled.server.node.config, key),
-          commitsMayWait: () => commitsMayWait(upstream, pooled.server.node),
-          onRejection: (code, table) => metrics.rejection(code, table),
-          pooled: lendServer(pooled, pooling),
-          startupParams: params,
-        })
-        track(session, () => pooled.server.node)
-        return session.startPooled(pooled.leftover)
+        return keptSession(
+          handshake.connection,
+          params,
+          lending?.profile(handshake.packet.bytes, params) ?? null,
+          pooled,
+          sessionSettings,
+          sessionLog,
+          track,
+        ).startPooled(pooled.leftover)
       }
       // The server speaks only after the startup packet, which the session sends.
       const relay: { session?: ProxySession } = {}
@@ -357,12 +365,99 @@ export async function startProxy(
     }
   }
 
-  /** A client's connection from its startup on, however it was accepted (see serve). */
-  function admit(
+  /**
+   * What a client's session keeps whatever its mode: its database, its logger, the settings in
+   * force for that database, and how it enters the registry (`onClosed` runs at its end).
+   */
+  function sessionOf(conn: AcceptedClient, params: Map<string, string>, onClosed: () => void) {
+    const database = params.get('database') ?? params.get('user') ?? ''
+    const log = lazyChild(logger, () => ({
+      conn: conn.id,
+      peer: conn.peer(),
+      user: params.get('user'),
+      database,
+    }))
+    const settings = settingsForDatabase(live.settings, database)
+    const track = (session: RegisteredSession, serverNode: () => UpstreamNode | null): void => {
+      void session.closed.then(() => {
+        onClosed()
+        churn?.sessionClosed()
+      })
+      registry.add(session, {
+        id: conn.id,
+        user: params.get('user')!,
+        database,
+        peer: conn.peer,
+        connectedAt: new Date(),
+        serverNode,
+      })
+      if (draining) session.closeWhenIdle(SHUTDOWN)
+    }
+    return { database, log, settings, track }
+  }
+  type SessionTrack = ReturnType<typeof sessionOf>['track']
+
+  /**
+   * A session-mode client's session on the server connection lent to it, greeted already;
+   * `profile`: its StartupMessage's, for the connection to be lent in C to the next such client.
+   */
+  function keptSession(
     connection: ClientConnection,
-    login: NativeLoginResult | Promise<NativeLoginResult> | null,
-    timeoutMs: number | null,
-  ): void {
+    params: Map<string, string>,
+    profile: LoginProfile | null,
+    pooled: PooledClient,
+    settings: SettingsHolder,
+    log: LevelLogger,
+    track: SessionTrack,
+  ): ProxySession {
+    const session = new ProxySession(connection, pooled.server.socket, {
+      settings,
+      logger: log,
+      keepChannelBinding: false,
+      nativeRelay,
+      loginDeadline: NO_LOGIN_DEADLINE,
+      cancelBackend: (key) => cancelBackend(pooled.server.node.config, key),
+      commitsMayWait: () => commitsMayWait(upstream, pooled.server.node),
+      onRejection: (code, table) => metrics.rejection(code, table),
+      pooled: lendServer(pooled, pooling!),
+      startupParams: params,
+    })
+    track(session, () => pooled.server.node)
+    if (profile) lending!.serves(pooled.server, profile)
+    return session
+  }
+
+  /**
+   * A login in C lent a shelved connection (lending in C): greeted and relayed already, the
+   * session starts here; returns the relay's callbacks (undefined: C closes it all).
+   */
+  function lentInC(
+    connection: ClientConnection,
+    relay: CompiledRelayHandle,
+    link: ServerLinkHandle,
+  ): RelayCallbacks | undefined {
+    const conn = enter(connection)
+    const lent = lending?.lent(link)
+    if (!lent) {
+      connection.destroy()
+      return undefined
+    }
+    const { pooled, profile } = lent
+    const { log, track } = sessionOf(conn, profile.params, NOTHING_TO_DO)
+    const session = keptSession(
+      connection,
+      profile.params,
+      profile,
+      pooled,
+      profile.sessionSettings,
+      log,
+      track,
+    )
+    return session.startLent(lentRelay(relay))
+  }
+
+  /** A client connection counts from here on: its number, address and logger. */
+  function enter(connection: ClientConnection): AcceptedClient {
     const id = ++nextId
     // The address is looked up only for a log line or the console that shows it.
     const peer = () => connection.peer()
@@ -374,6 +469,16 @@ export async function startProxy(
       giveRoom()
     })
     connection.onError((err) => conn.log.debug({ err: err.message }, 'client socket error'))
+    return conn
+  }
+
+  /** A client's connection from its startup on, however it was accepted (see serve). */
+  function admit(
+    connection: ClientConnection,
+    login: NativeLoginResult | Promise<NativeLoginResult> | null,
+    timeoutMs: number | null,
+  ): void {
+    const conn = enter(connection)
     void serve(connection, conn, login, timeoutMs)
   }
 
@@ -437,6 +542,7 @@ export async function startProxy(
     reload: () => live.reload(registry),
     close: async () => {
       draining = true
+      lending?.reshelve(true)
       giveRoom()
       acceptor?.stop()
       stopTimeouts()

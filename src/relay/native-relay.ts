@@ -1,6 +1,6 @@
 import type net from 'node:net'
 import type { CommentKeys } from '../rewrite/normalise.js'
-import { nativeAddon } from '../native-addon.js'
+import { nativeAddon, type CompiledRelayHandle } from '../native-addon.js'
 import { FRONTEND_TYPE_CHARS, transactionStatus } from '../wire/protocol.js'
 import { descriptorOf, stopReading } from '../net/socket-handle.js'
 import { nativeTlsChannel, type NativeTlsChannel } from '../net/native-tls.js'
@@ -192,6 +192,17 @@ function readProgress(): RequestProgress {
 }
 
 const NOTHING = Buffer.alloc(0)
+
+/** A relay's callbacks in the order C takes them (NativeRelayOptions says what each does). */
+export type RelayCallbacks = [
+  onMessage: NativeRelayOptions['onMessage'],
+  onServerMessage: NativeRelayOptions['onServerMessage'],
+  onClose: NativeRelayOptions['onClose'],
+]
+
+/** A relay C made for a lent session (src/native/relay.h), as sessions use it. */
+export const lentRelay = (compiled: CompiledRelayHandle): NativeRelay =>
+  new Relay(compiled as unknown as CompiledRelay)
 
 /** A running compiled relay, as sessions use it. */
 class Relay implements NativeRelay {

@@ -1,8 +1,7 @@
-import { nativeAddon } from '../native-addon.js'
+import { nativeAddon, type ServerLinkHandle } from '../native-addon.js'
 import { LinkEvent } from './link-events.js'
 
-/** An opaque handle on a server link (src/native/server-link.c), as a relay's stop gives it. */
-export type ServerLinkHandle = { readonly brand: unique symbol }
+export type { ServerLinkHandle }
 
 interface ServerLinkModule {
   linkReset(
@@ -36,33 +35,42 @@ export class ServerLink {
 
   /**
    * Writes `bytes` (`readyCount` simple Queries, the first a DISCARD ALL) and reads the answers:
-   * the ParameterStatus messages among them once they came back clean, else null (the link is
-   * closed then). Past `timeoutMs` the link closes and the reset gives null.
+   * `done` gets the ParameterStatus messages among them once they came back clean, else null
+   * (the link is closed then). Past `timeoutMs` the link closes and `done` gets null. A
+   * callback, not a promise: this runs at every session's end.
    */
-  reset(bytes: Buffer, readyCount: number, timeoutMs: number): Promise<Buffer | null> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.close()
-        resolve(null)
-      }, timeoutMs)
-      const onEvent = (event: LinkEvent, statuses: Buffer) => {
-        clearTimeout(timer)
-        if (event === LinkEvent.Reset) {
-          this.waiting = true
-          return resolve(statuses)
-        }
-        const waited = this.waiting
-        this.held = this.waiting = false
-        if (event === LinkEvent.Ended && waited) return this.onEnd()
-        resolve(null)
+  reset(
+    bytes: Buffer,
+    readyCount: number,
+    timeoutMs: number,
+    done: (statuses: Buffer | null) => void,
+  ): void {
+    const timer = setTimeout(() => {
+      this.close()
+      done(null)
+    }, timeoutMs)
+    const onEvent = (event: LinkEvent, statuses: Buffer) => {
+      clearTimeout(timer)
+      if (event === LinkEvent.Reset) {
+        this.waiting = true
+        return done(statuses)
       }
-      try {
-        addon!.linkReset(this.handle, bytes, readyCount, onEvent)
-      } catch {
-        // A link a relay holds: not one to reset (the connection is not reused).
-        onEvent(LinkEvent.Failed, EMPTY)
-      }
-    })
+      const waited = this.waiting
+      this.held = this.waiting = false
+      if (event === LinkEvent.Ended && waited) return this.onEnd()
+      done(null)
+    }
+    try {
+      addon!.linkReset(this.handle, bytes, readyCount, onEvent)
+    } catch {
+      // A link a relay holds: not one to reset (the connection is not reused).
+      onEvent(LinkEvent.Failed, EMPTY)
+    }
+  }
+
+  /** The handle while the link waits after a clean reset (it stays the link's); else null. */
+  waitingHandle(): ServerLinkHandle | null {
+    return this.held && this.waiting ? this.handle : null
   }
 
   /** For a relay to take over: the handle, once the reset came back clean; else null. */

@@ -21,18 +21,20 @@ const NOT_CARRIED = new Set([
  * statement (settingsToApply). Re-applying cannot fail where the first apply did not, short of the
  * server going away; if it fails, the connection is not reused.
  */
-export async function resetCarrying(
+export function resetCarrying(
   server: ServerConnection,
   settings: [string, string][],
   unclean: boolean,
   timeoutMs: number,
-): Promise<boolean> {
+  done: (reusable: boolean) => void,
+): void {
   const { reported, statement } = carriedStatement(server, settings)
-  if (!(await server.reset(unclean, timeoutMs, statement))) return false
-  if (statement)
-    for (const [name, asked] of reported)
-      server.carried.set(name, { asked, own: server.own.get(name)! })
-  return true
+  server.reset(unclean, timeoutMs, statement, (reusable) => {
+    if (reusable && statement)
+      for (const [name, asked] of reported)
+        server.carried.set(name, { asked, own: server.own.get(name)! })
+    done(reusable)
+  })
 }
 
 /** The settings a connection carries for a client, and the statement that applies them. */
@@ -95,6 +97,14 @@ function reportedSettings(
 }
 
 /**
+ * Whether a session-mode login with `settings` on `server` would send no statement: what
+ * settingsToApply gives holds on the server already.
+ */
+export function carriesAlready(server: ServerConnection, settings: [string, string][]): boolean {
+  return settingsStatement(pendingSettings(server, settings), server.parameters) === null
+}
+
+/**
  * The settings a session-mode login applies: the connection's own values back in place of those
  * carried from the client before that this client does not ask for, then the client's settings
  * but those carried in force already (compared as asked: the server reports some in a form of
@@ -105,11 +115,18 @@ export function settingsToApply(
   server: ServerConnection,
   settings: [string, string][],
 ): [string, string][] {
+  const pending = pendingSettings(server, settings)
+  if (server.carried.size > 0) server.carried.clear()
+  return pending
+}
+
+/** What settingsToApply gives, the carried values kept. */
+function pendingSettings(
+  server: ServerConnection,
+  settings: [string, string][],
+): [string, string][] {
   if (server.carried.size === 0) return settings
-  if (carriedAsAsked(server.carried, settings)) {
-    server.carried.clear()
-    return NONE
-  }
+  if (carriedAsAsked(server.carried, settings)) return NONE
   const asked = new Set(settings.map(([name]) => name.toLowerCase()))
   const restores = [...server.carried]
     .filter(([name]) => !asked.has(name.toLowerCase()))
@@ -117,6 +134,5 @@ export function settingsToApply(
   const missing = settings.filter(
     ([name, value]) => valueNamed(server.carried, name)?.asked !== value,
   )
-  server.carried.clear()
   return [...restores, ...missing]
 }

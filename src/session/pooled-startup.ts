@@ -121,7 +121,7 @@ async function runNameCheck(
     check.done(await server.within(timeoutMs, (s) => s.response(check.sql)))
     pool.keepPresenceOn(server)
   } catch (err) {
-    void pool.release(server, (s) => s.reset(false, timeoutMs))
+    pool.release(server, (s, done) => s.reset(false, timeoutMs, null, done))
     throw new PgError('08006', (err as Error).message)
   }
 }
@@ -137,7 +137,7 @@ async function applySettings(
   try {
     await server.within(timeoutMs, (s) => s.run(statement))
   } catch (err) {
-    void pool.release(server, (s) => s.reset(false, timeoutMs))
+    pool.release(server, (s, done) => s.reset(false, timeoutMs, null, done))
     throw err instanceof PgError ? err : new PgError('08006', (err as Error).message)
   }
 }
@@ -158,7 +158,7 @@ const statusSets: StatusSet[] = []
 const STATUS_SETS_KEPT = 64
 
 /** The server's ParameterStatus set as it will be once the client's settings are applied. */
-function greetingStatuses(
+export function greetingStatuses(
   parameters: Map<string, string>,
   settings: [string, string][],
 ): StatusSet {
@@ -215,7 +215,7 @@ export function lendServer(client: PooledClient, context: PoolingContext): Poole
       if (link) server.keepLink(link)
       else server.detach()
       const timeoutMs = context.ownStatementTimeoutMs
-      void pool.release(server, (s) => resetCarrying(s, client.settings, !clean, timeoutMs))
+      pool.release(server, (s, done) => resetCarrying(s, client.settings, !clean, timeoutMs, done))
     },
   }
 }

@@ -19,10 +19,11 @@ import {
   asciiOnly,
   relaySession,
   type NativeRelay,
+  type RelayCallbacks,
   type NativeRelaySettings,
 } from '../relay/native-relay.js'
 import { resumeReading } from '../net/socket-handle.js'
-import type { SettingsHolder } from '../fencing/live-settings.js'
+import type { SessionSettings, SettingsHolder } from '../fencing/live-settings.js'
 import type { ServerLinkHandle } from '../relay/server-link.js'
 
 /** An empty write: its callback runs once everything queued before it is flushed. */
@@ -33,6 +34,24 @@ const interception = (rewriter: StatementRewriter | null | undefined, maintenanc
   statements: Boolean(rewriter),
   bind: maintenance,
 })
+
+/** The native relay's settings for a session under `settings`; `maintenance`: it may be on. */
+export function relaySettings(
+  settings: SessionSettings,
+  maintenance: boolean,
+): NativeRelaySettings {
+  const { rewriter, queryCache, config } = settings
+  // Under maintenance every Query and Parse comes to JavaScript, to be logged.
+  const statementNeedles = maintenance ? undefined : asciiOnly(rewriter?.prefilterNeedles)
+  return {
+    maxMessageBytes: config.limits.maxMessageBytes,
+    interceptTypes: interceptedTypeChars(interception(rewriter, maintenance)),
+    statementNeedles,
+    // Only with needles: without them every Query would need a template, where rewriteQuery's
+    // own prefilter spares most of them a parse.
+    queryCache: (statementNeedles && queryCache) || undefined,
+  }
+}
 
 export interface SessionOptions {
   /** Rewriter and limits, read at each statement: a config reload swaps them. */
@@ -105,8 +124,12 @@ export class ProxySession {
   private terminating = false
   private ready = false
   private lastErrorFatal = false
-  private readonly framer: MessageFramer
-  private readonly scanner: BackendScanner
+  /**
+   * Made when JavaScript first relays (framer, scanner): a session the native relay carries
+   * from its start never needs them.
+   */
+  private madeFramer: MessageFramer | null = null
+  private madeScanner: BackendScanner | null = null
   /** The server's login messages, read only by a session that logs in itself (start). */
   private authFilter: LoginPhase | null = null
   private native: NativeRelay | null = null
@@ -131,22 +154,40 @@ export class ProxySession {
   ) {
     this.closed = new Promise((resolve) => (this.markClosed = resolve))
     this.maintenance = new MaintenanceLog(options.logger, options.startupParams)
-    this.framer = new MessageFramer(
+  }
+
+  /** Frames the client's messages while JavaScript relays them, under the settings in force. */
+  private get framer(): MessageFramer {
+    return this.madeFramer ?? this.makeFramer()
+  }
+
+  private makeFramer(): MessageFramer {
+    const { rewriter, config } = this.options.settings.current
+    return (this.madeFramer = new MessageFramer(
       {
         forward: (bytes) => void this.outgoing.push(bytes),
         intercept: (message) => void this.outgoing.push(this.intercept(message)),
         fail: (error) => this.abort(error),
         started: (bytes, pos, end) => this.requests.clientMessage(bytes, pos, end),
       },
-      options.settings.current.config.limits.maxMessageBytes,
-      interceptedTypeTable(interception(options.settings.current.rewriter, this.maintenance.on)),
+      config.limits.maxMessageBytes,
+      interceptedTypeTable(interception(rewriter, this.maintenance.on)),
       FROM_CLIENT,
-    )
-    this.scanner = new BackendScanner(
+    ))
+  }
+
+  /** Both byte streams stand at a message boundary (JavaScript relayed none yet, or all whole). */
+  private atBoundaries(): boolean {
+    return (this.madeFramer?.atBoundary() ?? true) && (this.madeScanner?.atBoundary() ?? true)
+  }
+
+  /** Follows the server's message boundaries while JavaScript relays them. */
+  private get scanner(): BackendScanner {
+    return (this.madeScanner ??= new BackendScanner(
       (message) => this.onServerMessage(message),
       (status) => this.requests.readyForQuery(status),
       (error) => this.abort(error),
-    )
+    ))
   }
 
   start(startupPacket: Buffer, leftover: Buffer): void {
@@ -178,6 +219,19 @@ export class ProxySession {
   }
 
   /**
+   * Starts on the relay C made when it lent the client its pooled connection (lending in C):
+   * the client was greeted already, the session is idle. Returns the relay's callbacks.
+   */
+  startLent(relay: NativeRelay): RelayCallbacks {
+    this.listen()
+    this.backendKey = this.options.pooled!.backendKey
+    this.ready = true
+    this.native = relay
+    this.options.logger.debug({ lent: true }, 'session relayed natively')
+    return this.relayCallbacks()
+  }
+
+  /**
    * The client's socket, for JavaScript's own relaying: a client the native relay carries from
    * its login in C on never needs one (ClientConnection).
    */
@@ -203,7 +257,7 @@ export class ProxySession {
 
   /** Closes both sides now (shutdown timeout, startup timeout). */
   terminate(error?: PgError): void {
-    const atBoundary = this.native ? this.stopNative() : this.scanner.atBoundary()
+    const atBoundary = this.native ? this.stopNative() : (this.madeScanner?.atBoundary() ?? true)
     if (error && atBoundary && this.connection.writable) this.connection.write(error.encode())
     this.finish()
   }
@@ -240,8 +294,12 @@ export class ProxySession {
   /** A config reload: framing and the native relay follow the new settings from the next message. */
   reconfigure(): void {
     const { rewriter, config } = this.options.settings.current
-    this.framer.maxMessageBytes = config.limits.maxMessageBytes
-    this.framer.interceptTypes = interceptedTypeTable(interception(rewriter, this.maintenance.on))
+    if (this.madeFramer) {
+      this.madeFramer.maxMessageBytes = config.limits.maxMessageBytes
+      this.madeFramer.interceptTypes = interceptedTypeTable(
+        interception(rewriter, this.maintenance.on),
+      )
+    }
     this.native?.update(this.nativeSettings())
   }
 
@@ -256,8 +314,7 @@ export class ProxySession {
     const ownProgress = this.requests.snapshot()
     const progress = this.native?.progress() ?? ownProgress
     const inTransaction = progress.status !== TransactionStatus.Idle
-    const atBoundaries =
-      this.native !== null || (this.framer.atBoundary() && this.scanner.atBoundary())
+    const atBoundaries = this.native !== null || this.atBoundaries()
     return {
       transactions:
         ownProgress.transactions +
@@ -366,29 +423,13 @@ export class ProxySession {
    * stand at a message boundary with nothing buffered. Returns whether it did.
    */
   private handOver(): boolean {
-    if (!this.framer.atBoundary() || !this.scanner.atBoundary()) return false
+    if (!this.atBoundaries()) return false
+    const [onMessage, onServerMessage, onClose] = this.relayCallbacks()
     this.native = relaySession(
       this.connection.socketOrDescriptor(),
       this.upstream,
       this.nativeSettings(),
-      {
-        progress: this.requests.snapshot(),
-        onMessage: (message) => {
-          const replacement = this.intercept(message)
-          return replacement === message ? undefined : replacement
-        },
-        onServerMessage: (message) => this.onServerMessage(message),
-        onClose: (kind, detail) => {
-          if (kind === 'server') return this.upstreamClosed()
-          if (kind === 'invalid')
-            return this.abort(new PgError('08P01', detail ?? 'invalid message'))
-          if (kind === 'idle') return this.terminate(this.closingWhenIdle!)
-          // The client said goodbye: the close that ended the relay (either side's) was expected.
-          if (kind === 'goodbye') this.terminating = true
-          this.options.logger.debug({ detail }, 'client connection closed')
-          this.finish(true)
-        },
-      },
+      { progress: this.requests.snapshot(), onMessage, onServerMessage, onClose },
       // A pooled server connection reads again after the session, or goes on in C.
       {
         serverReadsAgain: this.options.pooled !== undefined,
@@ -401,19 +442,28 @@ export class ProxySession {
     return true
   }
 
+  /** What the native relay calls back, in the relay's order. */
+  private relayCallbacks(): RelayCallbacks {
+    return [
+      (message) => {
+        const replacement = this.intercept(message)
+        return replacement === message ? undefined : replacement
+      },
+      (message) => this.onServerMessage(message),
+      (kind, detail) => {
+        if (kind === 'server') return this.upstreamClosed()
+        if (kind === 'invalid') return this.abort(new PgError('08P01', detail ?? 'invalid message'))
+        if (kind === 'idle') return this.terminate(this.closingWhenIdle!)
+        // The client said goodbye: the close that ended the relay (either side's) was expected.
+        if (kind === 'goodbye') this.terminating = true
+        this.options.logger.debug({ detail }, 'client connection closed')
+        this.finish(true)
+      },
+    ]
+  }
+
   private nativeSettings(): NativeRelaySettings {
-    const { rewriter, queryCache, config } = this.options.settings.current
-    // Under maintenance every Query and Parse comes to JavaScript, to be logged.
-    const maintenance = this.maintenance.on
-    const statementNeedles = maintenance ? undefined : asciiOnly(rewriter?.prefilterNeedles)
-    return {
-      maxMessageBytes: config.limits.maxMessageBytes,
-      interceptTypes: interceptedTypeChars(interception(rewriter, maintenance)),
-      statementNeedles,
-      // Only with needles: without them every Query would need a template, where rewriteQuery's
-      // own prefilter spares most of them a parse.
-      queryCache: (statementNeedles && queryCache) || undefined,
-    }
+    return relaySettings(this.options.settings.current, this.maintenance.on)
   }
 
   private readonly takeLink = () => this.options.pooled?.takeLink() ?? null
@@ -537,7 +587,7 @@ export class ProxySession {
     this.keptLink = null
     if (link) return pooled.release(true, link)
     if (wasNative) resumeReading(this.upstream)
-    pooled.release(this.terminating && this.framer.atBoundary())
+    pooled.release(this.terminating && (this.madeFramer?.atBoundary() ?? true))
   }
 
   /**

@@ -541,7 +541,9 @@ export class TransactionSession {
       this.options.pool.checkin(server)
     } catch (err) {
       this.options.logger.warn({ err: (err as Error).message }, 'could not read session settings')
-      void this.options.pool.release(server, (s) => s.reset(true, this.options.resetTimeoutMs))
+      this.options.pool.release(server, (s, done) =>
+        s.reset(true, this.options.resetTimeoutMs, null, done),
+      )
     }
   }
 
@@ -604,9 +606,8 @@ export class TransactionSession {
       const resetTimeoutMs = this.options.resetTimeoutMs
       if (betweenTransactions) this.options.pool.checkin(server)
       else
-        void this.options.pool.release(
-          server,
-          async (s) => reusable && s.reset(true, resetTimeoutMs),
+        this.options.pool.release(server, (s, done) =>
+          reusable ? s.reset(true, resetTimeoutMs, null, done) : done(false),
         )
     }
     this.connection.end()

@@ -48,6 +48,10 @@ async function silentServer(): Promise<ServerConnection> {
   return connection
 }
 
+/** A connection's reset, as a promise of whether it may be reused. */
+const reset = (connection: ServerConnection, unclean: boolean, then: string | null = null) =>
+  new Promise<boolean>((resolve) => connection.reset(unclean, 5000, then, resolve))
+
 describe('server connection', () => {
   test("pgfence's own statement unanswered in time rejects, and the connection is not reused", async () => {
     const connection = await silentServer()
@@ -56,7 +60,7 @@ describe('server connection', () => {
       'the server did not answer within 200 ms',
     )
     expect(Date.now() - started).toBeGreaterThanOrEqual(190)
-    expect(await connection.reset(false, 5000)).toBe(false)
+    expect(await reset(connection, false)).toBe(false)
   })
 })
 
@@ -100,9 +104,7 @@ describe('reset, on PostgreSQL', () => {
   test('the statement that follows the DISCARD goes out in the same write', async () => {
     const connection = await open()
     await connection.run("SET application_name = 'left behind'")
-    const { result, writes } = await writesDuring(connection, () =>
-      connection.reset(false, 5000, CARRY),
-    )
+    const { result, writes } = await writesDuring(connection, () => reset(connection, false, CARRY))
     expect(result).toBe(true)
     expect(writes).toBe(1)
     expect(await connection.rows('SHOW application_name')).toEqual([['carried']])
@@ -115,9 +117,7 @@ describe('reset, on PostgreSQL', () => {
     const connection = await open()
     await connection.run('CREATE TEMP TABLE left_behind (id int)')
     for (const text of left) await connection.run(text).catch(() => {})
-    const { result, writes } = await writesDuring(connection, () =>
-      connection.reset(true, 5000, CARRY),
-    )
+    const { result, writes } = await writesDuring(connection, () => reset(connection, true, CARRY))
     expect(result).toBe(true)
     expect(writes).toBe(2)
     expect(await connection.rows('SHOW application_name')).toEqual([['carried']])
@@ -128,6 +128,6 @@ describe('reset, on PostgreSQL', () => {
 
   test('a statement that fails after the DISCARD: the connection is not reused', async () => {
     const connection = await open()
-    expect(await connection.reset(false, 5000, 'SELECT 1/0')).toBe(false)
+    expect(await reset(connection, false, 'SELECT 1/0')).toBe(false)
   })
 })

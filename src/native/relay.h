@@ -1,0 +1,24 @@
+/*
+ * A relay made in C, for a login lent a server connection in C (login-lend.c): JavaScript
+ * hears of the session once, with the relay's value, and gives its callbacks back.
+ */
+#ifndef PGFENCE_RELAY_H
+#define PGFENCE_RELAY_H
+#include <node_api.h>
+
+#include "relay-side.h"
+#include "server-link.h"
+
+/* A relay of `client`, an authenticated login's side, and `link`, a waiting server link, whose
+ * session starts idle, with `settings`: [frontendTypes, maxMessageBytes, interceptTypes,
+ * statementNeedles, queryCache] (relay()'s, in its order). It does not relay until
+ * relay_lent_start. Returns its JavaScript value and sets `*out`; NULL, with nothing taken over,
+ * when it cannot be made. In a handle scope. */
+napi_value relay_lent(napi_env env, side_t *client, server_link_t *link, napi_value settings,
+                      relay_t **out);
+
+/* Starts a relay_lent with JavaScript's [onMessage, onServerMessage, onClose]; anything else
+ * stops it, closing both sides, and gives -1. */
+int relay_lent_start(relay_t *r, napi_value callbacks);
+
+#endif

@@ -1,0 +1,81 @@
+import { nativeAddon } from '../native-addon.js'
+import type { Logins } from '../auth/native-login.js'
+import type { ServerLinkHandle } from './server-link.js'
+import type { NativeRelaySettings } from './native-relay.js'
+
+/** An opaque handle on a shelf of server links (src/native/link-shelf.c). */
+type Shelf = { readonly brand: unique symbol }
+
+/**
+ * The relay's settings as C keeps them for a lent session: the client's message types, then
+ * NativeRelaySettings in the relay's order.
+ */
+export type LentRelaySettings = [
+  frontendTypes: string,
+  maxMessageBytes: NativeRelaySettings['maxMessageBytes'],
+  interceptTypes: NativeRelaySettings['interceptTypes'],
+  statementNeedles: NativeRelaySettings['statementNeedles'],
+  queryCache: NativeRelaySettings['queryCache'],
+]
+
+interface ShelfModule {
+  linkShelf(): Shelf
+  shelve(
+    shelf: Shelf,
+    link: ServerLinkHandle,
+    packet: Buffer,
+    greeting: Buffer,
+    settings: LentRelaySettings,
+    lendForMs: number,
+  ): boolean
+  unshelve(shelf: Shelf, link: ServerLinkHandle): boolean
+  loginsLend(logins: Logins, shelf: Shelf): void
+}
+
+const addon =
+  typeof nativeAddon?.linkShelf === 'function' ? (nativeAddon as unknown as ShelfModule) : null
+
+/**
+ * Idle server connections a login in C may be lent without JavaScript (lending in C,
+ * src/native/login-lend.c): each a server link waiting between sessions, shelved for one
+ * startup packet, byte for byte, with the greeting and relay settings its client gets.
+ */
+export class LinkShelf {
+  private constructor(private readonly shelf: Shelf) {}
+
+  /** A shelf the logins of `logins` are lent from; null when the addon was built without it. */
+  static lendingTo(logins: Logins): LinkShelf | null {
+    if (!addon) return null
+    const shelf = addon.linkShelf()
+    addon.loginsLend(logins, shelf)
+    return new LinkShelf(shelf)
+  }
+
+  /**
+   * A client whose StartupMessage is `packet` may be lent `link` for `lendForMs` (Infinity: no
+   * limit), greeted after its login's answer with `greeting` (ParameterStatus, BackendKeyData,
+   * ReadyForQuery) and relayed with `settings`. False when C no longer watches the link idle
+   * (it ended just now, which JavaScript hears of).
+   */
+  shelve(
+    link: ServerLinkHandle,
+    packet: Buffer,
+    greeting: Buffer,
+    settings: LentRelaySettings,
+    lendForMs: number,
+  ): boolean {
+    return addon!.shelve(
+      this.shelf,
+      link,
+      packet,
+      greeting,
+      settings,
+      lendForMs === Infinity ? -1 : lendForMs,
+    )
+  }
+
+  /** Takes a link back; false when it was not on the shelf (it ended meanwhile). */
+  unshelve(link: ServerLinkHandle): boolean {
+    return addon!.unshelve(this.shelf, link)
+  }
+}

@@ -1,0 +1,171 @@
+import type { IdleLender, Pool } from '../pool/pool.js'
+import type { ServerConnection } from '../pool/server-connection.js'
+import { startupSettings } from '../pool/startup-settings.js'
+import type { BackendKey } from '../wire/backend-key.js'
+import { greeting } from '../wire/messages.js'
+import { FRONTEND_TYPE_CHARS } from '../wire/protocol.js'
+import type { LinkShelf, LentRelaySettings } from '../relay/link-shelf.js'
+import type { ServerLinkHandle } from '../relay/server-link.js'
+import { startsInMaintenance } from '../fencing/maintenance-log.js'
+import { nonConformingStrings } from '../fencing/server-notices.js'
+import {
+  settingsForDatabase,
+  type SessionSettings,
+  type SettingsHolder,
+} from '../fencing/live-settings.js'
+import { relaySettings } from './session.js'
+import { carriesAlready } from './carried-settings.js'
+import { greetingStatuses, type PooledClient, type PoolingContext } from './pooled-startup.js'
+
+/** A session-mode client's StartupMessage, and what the proxy reads from it once. */
+export interface LoginProfile {
+  /** The packet's bytes, which a login in C must match byte for byte to be lent. */
+  packet: Buffer
+  params: Map<string, string>
+  database: string
+  /** The startup settings a connection carries for such a client (carried-settings.ts). */
+  settings: [string, string][]
+  /** The settings in force for its database. */
+  sessionSettings: SettingsHolder
+  /** It may turn pgfence.maintenance on: its statements are logged, so it is never lent in C. */
+  maintenance: boolean
+}
+
+/** An idle connection on the shelf, with the key its client is to be greeted with. */
+interface Shelved {
+  pool: Pool
+  link: ServerLinkHandle
+  profile: LoginProfile
+  cancelKey: BackendKey
+  held: { server: ServerConnection | null }
+}
+
+const PROFILES_KEPT = 256
+const NO_SETTINGS: [string, string][] = []
+const NOTHING = Buffer.alloc(0)
+
+/**
+ * Lending in C: a session pool's idle connection that C watches (its reset answered in C) is
+ * put on the shelf for the startup packet of the client it served last, since it carries that
+ * client's settings; the next login in C with the same packet is then served on it without
+ * JavaScript until its session starts (LinkShelf). Only what would have served that login at
+ * once is shelved: the settings carried as asked, no table-name check due before it would be
+ * lent (a time limit), the statuses acceptable to a fencing session, not under maintenance. The
+ * pool asks for a connection back before lending or closing it (a change of primary closes
+ * those to the old one so); a reload and a shutdown take them all back.
+ */
+export class LendingInC implements IdleLender {
+  private readonly shelved = new Map<ServerConnection, Shelved>()
+  private readonly byLink = new Map<ServerLinkHandle, ServerConnection>()
+  private readonly lastClient = new WeakMap<ServerConnection, LoginProfile>()
+  private readonly profiles = new Map<string, LoginProfile>()
+  private readonly relaySettings = new WeakMap<SessionSettings, LentRelaySettings>()
+  private lending = true
+
+  constructor(
+    private readonly shelf: LinkShelf,
+    private readonly pooling: PoolingContext,
+    private readonly settings: SettingsHolder,
+    /** How long until the database's table-name check is due (TableNameChecks.dueInMs). */
+    private readonly checkDueInMs: (database: string) => number,
+  ) {}
+
+  /** The profile of a client's StartupMessage (`params`, decoded from `packet`), made once. */
+  profile(packet: Buffer, params: Map<string, string>): LoginProfile {
+    const key = packet.toString('latin1')
+    let profile = this.profiles.get(key)
+    if (profile) return profile
+    if (this.profiles.size >= PROFILES_KEPT) this.profiles.clear()
+    const database = params.get('database') ?? params.get('user') ?? ''
+    profile = {
+      packet: Buffer.from(packet),
+      params,
+      database,
+      settings: startupSettings(params),
+      sessionSettings: settingsForDatabase(this.settings, database),
+      maintenance: startsInMaintenance(params),
+    }
+    this.profiles.set(key, profile)
+    return profile
+  }
+
+  /** A client with `profile` holds `server`: at its next idle spell the connection is offered for it. */
+  serves(server: ServerConnection, profile: LoginProfile): void {
+    this.lastClient.set(server, profile)
+  }
+
+  offer(pool: Pool, server: ServerConnection): void {
+    const profile = this.lastClient.get(server)
+    const link = server.waitingLink()
+    if (!this.lending || !profile || !link || profile.maintenance || !server.alive) return
+    if (this.shelved.has(server)) return
+    if (!carriesAlready(server, profile.settings)) return
+    const lendForMs = Math.min(this.checkDueInMs(profile.database), pool.lifetimeLeftMs(server))
+    if (lendForMs <= 0) return
+    const current = profile.sessionSettings.current
+    const statuses = greetingStatuses(server.parameters, NO_SETTINGS)
+    if (current.rewriter !== null && nonConformingStrings(statuses.scs)) return
+    const held: Shelved['held'] = { server }
+    const cancelKey = this.pooling.cancelKeys.issue(() => held.server?.backendKey ?? null)
+    const greets = greeting(NOTHING, statuses.encoded, cancelKey)
+    if (!this.shelf.shelve(link, profile.packet, greets, this.relaySettingsFor(current), lendForMs))
+      return this.pooling.cancelKeys.forget(cancelKey)
+    this.shelved.set(server, { pool, link, profile, cancelKey, held })
+    this.byLink.set(link, server)
+  }
+
+  withdraw(server: ServerConnection): boolean {
+    const shelved = this.shelved.get(server)
+    if (!shelved) return true
+    this.forget(server, shelved)
+    this.pooling.cancelKeys.forget(shelved.cancelKey)
+    return this.shelf.unshelve(shelved.link)
+  }
+
+  /**
+   * A login in C was lent `link`: its client holds the connection now, as startPooledClient
+   * would have lent it. Null for a link that was not shelved here.
+   */
+  lent(link: ServerLinkHandle): { pooled: PooledClient; profile: LoginProfile } | null {
+    const server = this.byLink.get(link)
+    const shelved = server && this.shelved.get(server)
+    if (!shelved) return null
+    this.forget(server, shelved)
+    shelved.pool.lentOutside(server)
+    server.takeLink()
+    const { pool, profile, cancelKey, held } = shelved
+    const pooled = { pool, server, held, settings: profile.settings, cancelKey, leftover: NOTHING }
+    return { pooled, profile }
+  }
+
+  /**
+   * Takes every connection back, and shelves them again under the settings in force now (a
+   * reload); with `stop` (a shutdown), lends none from now on. A change of primary needs no
+   * call: the pools close the connections to the old one (Pool.sweep), which withdraws them.
+   */
+  reshelve(stop = false): void {
+    this.lending = !stop
+    this.profiles.clear()
+    for (const [server, { pool }] of [...this.shelved]) {
+      if (this.withdraw(server)) this.offer(pool, server)
+    }
+  }
+
+  private forget(server: ServerConnection, shelved: Shelved): void {
+    this.shelved.delete(server)
+    this.byLink.delete(shelved.link)
+  }
+
+  private relaySettingsFor(current: SessionSettings): LentRelaySettings {
+    let made = this.relaySettings.get(current)
+    if (!made) {
+      const { maxMessageBytes, interceptTypes, statementNeedles, queryCache } = relaySettings(
+        current,
+        false,
+      )
+      made = [FRONTEND_TYPE_CHARS, maxMessageBytes, interceptTypes, statementNeedles, queryCache]
+      this.relaySettings.set(current, made)
+    }
+    return made
+  }
+}

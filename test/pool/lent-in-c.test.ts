@@ -1,0 +1,223 @@
+import net from 'node:net'
+import { writeFileSync } from 'node:fs'
+import pg from 'pg'
+import { afterAll, beforeAll, expect, test } from 'vitest'
+import { stringify } from 'yaml'
+import { capturingLogger } from '../fencing-e2e/support.js'
+import { backendMessages, sendCancelRequest, type BackendMessage } from '../e2e/support/wire.js'
+import { waitFor } from '../e2e/support/wait.js'
+import { createTestDatabase, queryOnce, type TestDatabase } from '../support/database.js'
+import { POOL_PASSWORD, scratchFile, writeUserlist } from '../support/pool-auth.js'
+import { startTestProxy, type ConfigOverrides, type TestProxy } from '../support/proxy.js'
+
+/**
+ * Lending in C (src/native/login-lend.c, src/session/lent-in-c.ts): a session pool's idle
+ * connection, reset in C, is shelved for the startup packet of the client it served last, and
+ * the next login in C with that packet is served on it without JavaScript until its session
+ * starts. To a client it must look as a login JavaScript serves does.
+ */
+
+let db: TestDatabase
+
+beforeAll(async () => {
+  db = await createTestDatabase('lent_in_c')
+})
+
+afterAll(async () => {
+  await db?.drop()
+})
+
+/** A session pool of one connection (every client gets the same), reloadable from its file. */
+async function startLending(overrides: ConfigOverrides = {}) {
+  const logs: Record<string, unknown>[] = []
+  const file = scratchFile('pgfence.yaml')
+  const upstream = new URL(db.url)
+  const full = (more: ConfigOverrides): ConfigOverrides => ({
+    listen: { host: '127.0.0.1', port: 0 },
+    upstream: { host: upstream.hostname, port: Number(upstream.port) },
+    pool: { mode: 'session', size: 1 },
+    auth: { file: writeUserlist() },
+    admin: { users: ['postgres'] },
+    relay: 'native',
+    limits: { shutdownTimeoutMs: 2000 },
+    log: { level: 'debug' },
+    ...more,
+  })
+  writeFileSync(file, stringify(full(overrides)))
+  const logger = capturingLogger(logs)
+  logger.level = 'debug' // as the config says: a reload sets it from there
+  const proxy = await startTestProxy(full(overrides), db.url, { configFile: file, logger })
+  const reload = async (more: ConfigOverrides) => {
+    writeFileSync(file, stringify(full(more)))
+    await proxy.reload()
+  }
+  /** The connection numbers of the sessions lent in C so far. */
+  const lent = () =>
+    logs
+      .filter((line) => line.lent === true && line.msg === 'session relayed natively')
+      .map((line) => line.conn)
+  return { proxy, logs, reload, lent }
+}
+
+/** A client of the proxy, with every byte the proxy sent it up to its first ReadyForQuery. */
+async function connect(proxy: TestProxy, applicationName = 'lent-in-c') {
+  const socket = new net.Socket()
+  const received: Buffer[] = []
+  const record = (chunk: Buffer) => received.push(Buffer.from(chunk))
+  socket.on('data', record)
+  const client = new pg.Client({
+    connectionString: proxy.url('postgres', db.name, POOL_PASSWORD),
+    application_name: applicationName,
+    stream: () => socket,
+  })
+  client.on('error', () => {})
+  await client.connect()
+  socket.off('data', record)
+  const messages = backendMessages(Buffer.concat(received))
+  const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid
+  return { client, greeting: afterAuthentication(messages), pid }
+}
+
+/** What follows AuthenticationOk: ParameterStatus messages, BackendKeyData, ReadyForQuery. */
+function afterAuthentication(messages: BackendMessage[]): BackendMessage[] {
+  const ok = messages.findIndex((m) => m.type === 'R' && m.body.readInt32BE(0) === 0)
+  return messages.slice(ok + 1)
+}
+
+/** A console command's rows. */
+async function consoleRows(proxy: TestProxy, command: string) {
+  const console = new pg.Client({
+    connectionString: proxy.url('postgres', 'pgfence', POOL_PASSWORD),
+  })
+  await console.connect()
+  try {
+    return (await console.query<Record<string, string>>(command)).rows
+  } finally {
+    await console.end()
+  }
+}
+
+/** The idle server connections of the test database's pool, as SHOW POOLS counts them. */
+async function idleConnections(proxy: TestProxy): Promise<number> {
+  const rows = await consoleRows(proxy, 'SHOW POOLS')
+  return Number(rows.find((row) => row.database === db.name)?.sv_idle ?? 0)
+}
+
+const idleAgain = (proxy: TestProxy) =>
+  waitFor(async () => (await idleConnections(proxy)) === 1, { what: 'the connection back idle' })
+
+test('a login like the last client of an idle connection is lent it in C, greeted as JavaScript greets', async () => {
+  const { proxy, lent } = await startLending()
+  try {
+    const first = await connect(proxy)
+    await first.client.end()
+    await idleAgain(proxy)
+    const second = await connect(proxy)
+    expect(lent()).toHaveLength(1)
+    expect(second.pid).toBe(first.pid)
+    // The same statuses in the same order; a BackendKeyData of its own; ReadyForQuery idle.
+    const shape = (greeting: BackendMessage[]) =>
+      greeting.map((m) => (m.type === 'K' ? 'K' : `${m.type}${m.body.toString('latin1')}`))
+    expect(shape(second.greeting)).toEqual(shape(first.greeting))
+    const key = (greeting: BackendMessage[]) => greeting.find((m) => m.type === 'K')!.body
+    expect(key(second.greeting).equals(key(first.greeting))).toBe(false)
+    expect(second.greeting.at(-1)).toMatchObject({ type: 'Z' })
+    const { rows } = await second.client.query('SHOW application_name')
+    expect(rows).toEqual([{ application_name: 'lent-in-c' }])
+    // The console shows it as any session, relayed natively, its statement counted.
+    expect(await consoleRows(proxy, 'SHOW CLIENTS')).toEqual([
+      expect.objectContaining({
+        id: String(lent()[0]),
+        database: db.name,
+        state: 'idle',
+        relay: 'native',
+        transactions: '2',
+      }),
+    ])
+    await second.client.end()
+  } finally {
+    await proxy.close()
+  }
+})
+
+test("a lent session's cancel request reaches its query", async () => {
+  const { proxy, lent } = await startLending()
+  try {
+    await (await connect(proxy)).client.end()
+    await idleAgain(proxy)
+    const { client } = await connect(proxy)
+    expect(lent()).toHaveLength(1)
+    const sleeping = client.query('SELECT pg_sleep(10)')
+    await waitFor(
+      async () =>
+        (
+          await queryOnce(
+            db.url,
+            "SELECT 1 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(10)' AND state = 'active'",
+          )
+        ).rows.length === 1,
+      { what: 'the query to run' },
+    )
+    const { processID, secretKey } = client as unknown as { processID: number; secretKey: number }
+    await sendCancelRequest(proxy.port, processID, secretKey)
+    await expect(sleeping).rejects.toMatchObject({ code: '57014' })
+    await client.end()
+  } finally {
+    await proxy.close()
+  }
+})
+
+test('a client with other settings is served by JavaScript, and the next like it is lent', async () => {
+  const { proxy, lent } = await startLending()
+  try {
+    await (await connect(proxy, 'first')).client.end()
+    await idleAgain(proxy)
+    const other = await connect(proxy, 'other')
+    expect(lent()).toHaveLength(0)
+    expect((await other.client.query('SHOW application_name')).rows).toEqual([
+      { application_name: 'other' },
+    ])
+    await other.client.end()
+    await idleAgain(proxy)
+    const again = await connect(proxy, 'other')
+    expect(lent()).toHaveLength(1)
+    expect((await again.client.query('SHOW application_name')).rows).toEqual([
+      { application_name: 'other' },
+    ])
+    await again.client.end()
+  } finally {
+    await proxy.close()
+  }
+})
+
+test('a connection whose server left while it waited is not lent: the next client gets another', async () => {
+  const { proxy, lent } = await startLending()
+  try {
+    const first = await connect(proxy)
+    await first.client.end()
+    await idleAgain(proxy)
+    await queryOnce(db.url, `SELECT pg_terminate_backend(${first.pid})`)
+    const next = await connect(proxy)
+    expect(lent()).toHaveLength(0)
+    expect(next.pid).not.toBe(first.pid)
+    await next.client.end()
+  } finally {
+    await proxy.close()
+  }
+})
+
+test("a reload reaches the shelf: a lent session's relay takes the new maxMessageBytes", async () => {
+  const { proxy, reload, lent } = await startLending()
+  try {
+    await (await connect(proxy)).client.end()
+    await idleAgain(proxy)
+    await reload({ limits: { shutdownTimeoutMs: 2000, maxMessageBytes: 4096 } })
+    const { client } = await connect(proxy)
+    expect(lent()).toHaveLength(1)
+    await expect(client.query(`SELECT '${'x'.repeat(8192)}'`)).rejects.toMatchObject({
+      code: '08P01',
+    })
+  } finally {
+    await proxy.close()
+  }
+})
