@@ -3,15 +3,20 @@
  * link waiting between sessions (server-link.h), put on the shelf by JavaScript with what a
  * login needs to be served on it without JavaScript: the startup packet a client must have sent,
  * byte for byte (the connection carries that client's settings), the greeting that follows the
- * login's answer (ParameterStatus, BackendKeyData, ReadyForQuery), and the relay's settings.
+ * login's answer (ParameterStatus, BackendKeyData, ReadyForQuery), the relay's settings, and the
+ * reset that makes the connection so again after the client (DISCARD ALL and what follows it).
+ * A lent connection whose client says goodbye cleanly comes back to the shelf in C (shelf_return):
+ * reset there, and lent again once its answer is clean, with a new cancel key in its greeting.
  *
  * JavaScript API (src/relay/link-shelf.ts):
  *   linkShelf() → shelf
- *   shelve(shelf, link, packet, greeting, settings, lendForMs) → whether the link was shelved
- *     (false: it no longer waits); `settings`: [frontendTypes, maxMessageBytes, interceptTypes,
- *     statementNeedles, queryCache] (relay()'s, in its order); lendForMs: how long it may be
- *     lent from now (-1: no limit)
- *   unshelve(shelf, link) → whether it was on the shelf (false: a login took it, or it ended)
+ *   shelve(shelf, link, packet, greeting, settings, lendForMs, reset, resetQueries, resetMs) →
+ *     whether the link was shelved (false: it no longer waits); `settings`: [frontendTypes,
+ *     maxMessageBytes, interceptTypes, statementNeedles, queryCache] (relay()'s, in its order);
+ *     lendForMs: how long it may be lent from now (-1: no limit); `reset`: resetQueries simple
+ *     Queries, the first a DISCARD ALL, answered within resetMs or the link ends
+ *   unshelve(shelf, link) → whether it was on the shelf, waiting (false: a login took it, or it
+ *     ended; a link still resetting is ended, JavaScript told)
  */
 #ifndef PGFENCE_LINK_SHELF_H
 #define PGFENCE_LINK_SHELF_H
@@ -22,12 +27,15 @@
 #include "server-link.h"
 
 typedef struct link_shelf link_shelf_t;
+typedef struct shelf_entry shelf_entry_t;
 
-/* What a login is lent: the link, still waiting, and what to serve it with. */
+/* What a login is lent: the link, still waiting, and what to serve it with, which stays the
+ * entry's; the entry is the caller's, for shelf_return or shelf_entry_drop. */
 typedef struct {
   server_link_t *link;
-  bytes_t greeting;      /* the caller's to free */
-  napi_ref settings;     /* the caller's to delete */
+  const bytes_t *greeting;
+  napi_ref settings;
+  shelf_entry_t *entry;
 } shelf_lend_t;
 
 /* The shelf a JavaScript value is (linkShelf), or NULL. */
@@ -37,6 +45,15 @@ link_shelf_t *shelf_of(napi_env env, napi_value value);
  * `now` (uv_now); returns 0 then, -1 when there is none. */
 int shelf_lend(link_shelf_t *shelf, const uint8_t *packet, size_t len, uint64_t now,
                shelf_lend_t *out);
+
+/* A lent entry's link, let go by its relay (link_keep) after a clean goodbye, goes back on the
+ * shelf: its reset goes out, and its next client is greeted with `key` (8 bytes: process id,
+ * secret). `on_event` is told if the link fails or ends from now on (server-link.h). */
+void shelf_return(shelf_entry_t *entry, server_link_t *link, const uint8_t key[8],
+                  napi_value on_event);
+
+/* A lent entry that does not come back. */
+void shelf_entry_drop(shelf_entry_t *entry);
 
 napi_value js_link_shelf(napi_env env, napi_callback_info info);
 napi_value js_shelve(napi_env env, napi_callback_info info);

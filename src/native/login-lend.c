@@ -42,7 +42,7 @@ static void *lend(void *lender, side_t *client, const uint8_t *packet, size_t le
   if (shelf_lend(lender, packet, len, uv_now(client->poll.loop), &current.lent) < 0) return NULL;
   current.client = client;
   current.relay = NULL;
-  bytes_t *greeting = &current.lent.greeting;
+  const bytes_t *greeting = current.lent.greeting;
   struct iovec iov[2] = {{(void *)answer, answer_len}, {greeting->data, greeting->len}};
   ssize_t n;
   do n = writev(client->io.fd, iov, 2);
@@ -59,10 +59,9 @@ static int values(void *lease, napi_env env, napi_value out[2]) {
   lease_t *l = lease;
   napi_value settings;
   napi_get_reference_value(env, l->lent.settings, &settings);
-  out[0] = relay_lent(env, l->client, l->lent.link, settings, &l->relay);
-  napi_delete_reference(env, l->lent.settings);
-  bytes_free(&l->lent.greeting);
+  out[0] = relay_lent(env, l->client, l->lent.link, settings, l->lent.entry, &l->relay);
   if (!out[0]) {
+    shelf_entry_drop(l->lent.entry);
     link_end(l->lent.link); /* JavaScript closes the connection it thought idle */
     return -1;
   }

@@ -35,6 +35,7 @@
 #include "napi-string.h"
 #include "query-cache.h"
 #include "query-normalise.h"
+#include "random-block.h"
 #include "release-memory.h"
 #include "relay-side.h"
 #include "relay.h"
@@ -91,6 +92,7 @@ struct relay {
   progress_t progress;
   int close_when_idle; /* report "idle" once the session is idle outside a transaction */
   int keeps_server;    /* a pool's server connection, which outlives the client */
+  shelf_entry_t *lend; /* lent from the shelf (relay_lent): where a clean goodbye may return it */
   int goodbye;         /* the client sent Terminate: a close after it is reported "goodbye" */
   int stopped;
   int open_handles;
@@ -181,19 +183,52 @@ static napi_value string_value(napi_env env, const char *text) {
 }
 
 static void relay_stop(relay_t *r);
+static void relay_halt(relay_t *r, int keep);
+static int server_keepable(const relay_t *r);
+
+/* A lent session's clean goodbye (relay_lent): JavaScript is asked whether its connection goes
+ * back to the shelf in C, as onClose("goodbye", undefined, processId, secretKey) with the cancel
+ * key the next client is to get. It answers with the function the link tells of its end from
+ * then on (server-link.h); with anything else, it has taken the session back, as at any close.
+ * Returns -1 when JavaScript could not be asked. */
+static int goodbye_to_shelf(relay_t *r) {
+  uint8_t key[8];
+  if (random_take(key, sizeof key) < 0) return -1;
+  key[0] &= 0x7f; /* a positive process id, as PostgreSQL's */
+  napi_env env = r->env;
+  napi_value argv[4], answer = NULL;
+  napi_valuetype type = napi_undefined;
+  argv[0] = string_value(env, "goodbye");
+  napi_get_undefined(env, &argv[1]);
+  napi_create_uint32(env, read_u32(key), &argv[2]);
+  napi_create_uint32(env, read_u32(key + 4), &argv[3]);
+  if (call_js(r, ON_CLOSE, 4, argv, &answer) < 0 || r->stopped ||
+      napi_typeof(env, answer, &type) != napi_ok || type != napi_function)
+    return 0;
+  server_link_t *link = link_of_side(r->server);
+  shelf_entry_t *entry = r->lend;
+  r->lend = NULL;
+  link_keep(link); /* a lent link has its JavaScript value already: nothing to make */
+  relay_halt(r, 1);
+  shelf_return(entry, link, key, answer);
+  return 0;
+}
 
 /* One side closed, failed or broke the protocol: JavaScript takes the session over (it calls
  * stop() and closes both sockets); if it did not, the relay stops anyway. */
 static void report_close(relay_t *r, const char *kind, const char *detail) {
   if (r->stopped) return;
-  if (r->goodbye && (strcmp(kind, "client") == 0 || strcmp(kind, "server") == 0))
-    kind = "goodbye";
+  int client_left = strcmp(kind, "client") == 0;
+  if (r->goodbye && (client_left || strcmp(kind, "server") == 0)) kind = "goodbye";
   napi_handle_scope scope;
   napi_open_handle_scope(r->env, &scope);
-  napi_value argv[2] = {string_value(r->env, kind),
-                        detail ? string_value(r->env, detail) : NULL};
-  if (!detail) napi_get_undefined(r->env, &argv[1]);
-  call_js(r, ON_CLOSE, 2, argv, NULL);
+  int to_shelf = r->lend && r->goodbye && client_left && !detail && server_keepable(r);
+  if (!to_shelf || goodbye_to_shelf(r) < 0) {
+    napi_value argv[2] = {string_value(r->env, kind),
+                          detail ? string_value(r->env, detail) : NULL};
+    if (!detail) napi_get_undefined(r->env, &argv[1]);
+    call_js(r, ON_CLOSE, 2, argv, NULL);
+  }
   napi_close_handle_scope(r->env, scope);
   relay_stop(r);
 }
@@ -659,6 +694,8 @@ static void on_server_closed(uv_handle_t *handle) {
 static void relay_halt(relay_t *r, int keep) {
   if (r->stopped) return;
   r->stopped = 1;
+  if (r->lend) shelf_entry_drop(r->lend);
+  r->lend = NULL;
   uv_close((uv_handle_t *)&r->client->poll, on_client_closed);
   if (keep) r->open_handles--;
   else uv_close((uv_handle_t *)&r->server->poll, on_server_closed);
@@ -1038,7 +1075,7 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
 }
 
 napi_value relay_lent(napi_env env, side_t *client, server_link_t *link, napi_value settings,
-                      relay_t **out) {
+                      shelf_entry_t *entry, relay_t **out) {
   addon_data_t *data = NULL;
   napi_value constructor, wrapper, values[1 + SETTINGS];
   if (napi_get_instance_data(env, (void **)&data) != napi_ok ||
@@ -1068,6 +1105,7 @@ napi_value relay_lent(napi_env env, side_t *client, server_link_t *link, napi_va
   link_adopt(link, r);
   r->server = link_side(link);
   r->server->on_poll = on_poll;
+  r->lend = entry;
   r->open_handles += 2;
   wrap_relay(env, r, wrapper);
   *out = r;
@@ -1269,6 +1307,7 @@ NAPI_MODULE_INIT() {
                                                {"unshelve", js_unshelve},
                                                {"loginsLend", js_logins_lend},
                                                {"linkClose", js_link_close},
+                                               {"linkResetting", js_link_resetting},
                                                {"releaseFreeMemory", js_release_free_memory},
                                                {"relayProgressSlots", js_relay_progress_slots}};
   define_functions(env, exports, functions, sizeof functions / sizeof *functions);

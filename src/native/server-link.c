@@ -27,6 +27,8 @@ struct server_link {
   napi_env env;
   napi_ref value;    /* the JavaScript value: held strongly while a relay has the side */
   napi_ref on_event; /* linkReset's callback, until the link closes or a relay takes it */
+  link_reset_done_t reset_done; /* link_reset_in_c's, until its answer or the link's close */
+  void *reset_data;
   napi_async_context async;
   enum state state;
   reset_answer_t answer;
@@ -77,6 +79,7 @@ static void on_closed(uv_handle_t *handle) { link_handle_closed(handle->data); }
 static void link_close(server_link_t *link) {
   if (!link->handle_open || link->state == CLOSING || link->side.relay) return;
   link->state = CLOSING;
+  link->reset_done = NULL;
   uv_close((uv_handle_t *)&link->side.poll, on_closed);
 }
 
@@ -89,6 +92,10 @@ static void finalize(napi_env env, void *data, void *hint) {
 
 int link_is_waiting(const server_link_t *link) {
   return link->handle_open && link->state == WAITING && !link->side.relay;
+}
+
+int link_is_resetting(const server_link_t *link) {
+  return link->handle_open && link->state == RESETTING;
 }
 
 server_link_t *link_of_value(napi_env env, napi_value value) {
@@ -185,6 +192,14 @@ static int flush(server_link_t *link) {
   return 0;
 }
 
+/* A clean answer to link_reset_in_c: its caller hears of it, JavaScript does not. */
+static void told_in_c(server_link_t *link) {
+  link_reset_done_t done = link->reset_done;
+  link->reset_done = NULL;
+  done(link->reset_data, link, &link->answer.statuses);
+  link->answer.statuses.len = 0;
+}
+
 static void on_poll(side_t *side, int status, int events) {
   server_link_t *link = link_of_side(side);
   int event = link->state == WAITING ? LINK_EVENT_ENDED : LINK_EVENT_FAILED;
@@ -199,7 +214,8 @@ static void on_poll(side_t *side, int status, int events) {
     if (answer == ANSWER_FAILED) return report(link, LINK_EVENT_FAILED);
     if (answer == ANSWER_CLEAN) {
       link->state = WAITING;
-      report(link, LINK_EVENT_RESET);
+      if (link->reset_done) told_in_c(link);
+      else report(link, LINK_EVENT_RESET);
       break;
     }
     if ((size_t)n < sizeof read_buffer) break;
@@ -218,6 +234,20 @@ static server_link_t *unheld(napi_env env, napi_value value) {
   return link && !link->side.relay ? link : NULL;
 }
 
+/* Writes a reset's `ready` Queries and reads their answers; `on_event` hears a failure. */
+static void start_reset(server_link_t *link, const void *bytes, size_t len, int ready,
+                        napi_value on_event) {
+  drop_callback(link);
+  napi_create_reference(link->env, on_event, 1, &link->on_event);
+  /* The server sent something, or closed, since the relay let go: the link closed then. */
+  if (link->state != KEPT) return report(link, LINK_EVENT_FAILED);
+  link->state = RESETTING;
+  reset_answer_start(&link->answer, ready);
+  if (bytes_append(&link->side.out, bytes, len) < 0 || flush(link) < 0)
+    return report(link, LINK_EVENT_FAILED);
+  watch(link);
+}
+
 napi_value js_link_reset(napi_env env, napi_callback_info info) {
   size_t argc = 4;
   napi_value argv[4];
@@ -230,25 +260,26 @@ napi_value js_link_reset(napi_env env, napi_callback_info info) {
       napi_get_buffer_info(env, argv[1], &bytes, &len) != napi_ok ||
       napi_get_value_int32(env, argv[2], &ready) != napi_ok || ready < 1)
     return throw_error(env, "pgfence link: linkReset(link, bytes, readyCount, onEvent)");
-  drop_callback(link);
-  napi_create_reference(env, argv[3], 1, &link->on_event);
-  /* The server sent something, or closed, since the relay let go: the link closed then. */
-  if (link->state != KEPT) {
-    report(link, LINK_EVENT_FAILED);
-    return NULL;
-  }
-  link->state = RESETTING;
-  reset_answer_start(&link->answer, ready);
-  if (bytes_append(&link->side.out, bytes, len) < 0 || flush(link) < 0) {
-    report(link, LINK_EVENT_FAILED);
-    return NULL;
-  }
-  watch(link);
+  start_reset(link, bytes, len, ready, argv[3]);
   return NULL;
+}
+
+void link_reset_in_c(server_link_t *link, const bytes_t *bytes, int ready, napi_value on_event,
+                     link_reset_done_t done, void *data) {
+  link->reset_done = done;
+  link->reset_data = data;
+  start_reset(link, bytes->data, bytes->len, ready, on_event);
 }
 
 napi_value js_link_close(napi_env env, napi_callback_info info) {
   server_link_t *link = tagged_argument(env, info, &LINK_TAG);
   if (link) link_close(link);
   return NULL;
+}
+
+napi_value js_link_resetting(napi_env env, napi_callback_info info) {
+  server_link_t *link = tagged_argument(env, info, &LINK_TAG);
+  napi_value result;
+  napi_get_boolean(env, link && link_is_resetting(link), &result);
+  return result;
 }

@@ -17,6 +17,7 @@
  *     then, while the link waits, onEvent(LINK_EVENT_ENDED) if the server closes or sends
  *     anything. The link is closed after FAILED and ENDED.
  *   linkClose(link): closes the link's descriptor (the Node socket's own stays open)
+ *   linkResetting(link) → whether its reset is under way
  */
 #ifndef PGFENCE_SERVER_LINK_H
 #define PGFENCE_SERVER_LINK_H
@@ -46,6 +47,17 @@ napi_value link_js_value(server_link_t *link);
 /* Closes a waiting link as if the server had ended it: JavaScript is told ENDED. */
 void link_end(server_link_t *link);
 
+/* Whether the link's reset is under way (link_reset_in_c or linkReset). */
+int link_is_resetting(const server_link_t *link);
+
+/* A clean reset's answer, its ParameterStatus messages in `statuses`: the link waits. */
+typedef void (*link_reset_done_t)(void *data, server_link_t *link, const bytes_t *statuses);
+
+/* Resets a link a relay let go (link_keep), as linkReset does, with `on_event` told of a failure
+ * or of an end later, but a clean answer told to `done` instead, JavaScript not called. */
+void link_reset_in_c(server_link_t *link, const bytes_t *bytes, int ready, napi_value on_event,
+                     link_reset_done_t done, void *data);
+
 /* The relay takes the link's side over (a waiting link: link_waiting), keeping its JavaScript
  * value alive until link_keep or link_handle_closed. */
 void link_adopt(server_link_t *link, relay_t *relay);
@@ -63,5 +75,6 @@ void link_handle_closed(server_link_t *link);
 
 napi_value js_link_reset(napi_env env, napi_callback_info info);
 napi_value js_link_close(napi_env env, napi_callback_info info);
+napi_value js_link_resetting(napi_env env, napi_callback_info info);
 
 #endif

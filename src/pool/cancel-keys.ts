@@ -34,6 +34,13 @@ export class CancelKeys {
     return key
   }
 
+  /** Takes a key made elsewhere (in C) for a client; false when its process id is taken. */
+  adopt(key: BackendKey, held: HeldServerKey): boolean {
+    if (this.clients.has(key.processId)) return false
+    this.clients.set(key.processId, { secretKey: key.secretKey, held })
+    return true
+  }
+
   forget(key: BackendKey): void {
     if (this.clients.get(key.processId)?.secretKey === key.secretKey)
       this.clients.delete(key.processId)

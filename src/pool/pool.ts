@@ -42,8 +42,13 @@ export type ResetThen = (connection: ServerConnection, done: (reusable: boolean)
  */
 export interface IdleLender {
   offer(pool: Pool, connection: ServerConnection): void
-  /** Gives the connection back if it holds it; false when it ended meanwhile. */
+  /**
+   * Gives the connection back if it holds it; false when it ended meanwhile, or was still being
+   * reset (it is ended then).
+   */
   withdraw(connection: ServerConnection): boolean
+  /** Whether the lender is still resetting the connection (withdraw would end it). */
+  resetting(connection: ServerConnection): boolean
 }
 
 export type OpenServer = (credentials: UpstreamCredentials) => Promise<ServerConnection>
@@ -232,6 +237,19 @@ export class Pool {
     this.lender?.offer(this, connection)
   }
 
+  /**
+   * A connection the lender lent comes back idle to it at once, its reset under way there (lending
+   * in C): only when no client waits for one and it may serve another; else false, and it comes
+   * back through release.
+   */
+  takeBack(connection: ServerConnection): boolean {
+    if (this.waiters.length > 0 || this.closed || this.overSize()) return false
+    if (!connection.alive || this.expired(connection)) return false
+    connection.idleSince = Date.now()
+    this.idle.push(connection)
+    return true
+  }
+
   /** The lender lent an idle connection: a client holds it now, as if checked out. */
   lentOutside(connection: ServerConnection): void {
     const at = this.idle.lastIndexOf(connection)
@@ -254,12 +272,24 @@ export class Pool {
   }
 
   private takeIdle(): ServerConnection | null {
-    for (let connection = this.idle.pop(); connection; connection = this.idle.pop()) {
+    for (let at = this.readyIdleAt(); at >= 0; at = this.readyIdleAt()) {
+      const connection = this.idle.splice(at, 1)[0]!
       const withdrawn = this.lender?.withdraw(connection) ?? true
       if (withdrawn && connection.alive && !this.expired(connection)) return connection
       this.discard(connection)
     }
     return null
+  }
+
+  /**
+   * Where the most recently used idle connection is; one the lender is still resetting (a client
+   * lent it in C just left) only when no other is idle and none can be opened, since taking it
+   * ends it. -1: none to take.
+   */
+  private readyIdleAt(): number {
+    const { idle, lender } = this
+    for (let i = idle.length - 1; i >= 0; i--) if (!lender?.resetting(idle[i]!)) return i
+    return this.count < this.config.size ? -1 : idle.length - 1
   }
 
   private async openOne(): Promise<ServerConnection> {

@@ -21,7 +21,7 @@ import type { UpstreamNode } from '../upstream/upstream-node.js'
 import type { Config } from '../config/schema.js'
 import { retakePresenceSql } from '../schema/proxy-presence.js'
 import { resumeReading } from '../net/socket-handle.js'
-import { ServerLink, type ServerLinkHandle } from '../relay/server-link.js'
+import { ServerLink, type LinkEventHandler, type ServerLinkHandle } from '../relay/server-link.js'
 
 /** Server messages pgfence reads while it drives a connection itself are small. */
 const MAX_DRIVEN_MESSAGE = 1024 * 1024
@@ -113,6 +113,15 @@ export class ServerConnection {
     this.receiver = this.toQueue
     this.onClose = null
     this.link = new ServerLink(handle, () => this.socket.destroy())
+  }
+
+  /**
+   * As keepLink, for a link C took back onto its shelf with the reset under way there (lending in
+   * C, src/native/link-shelf.h): returns what C tells of the link's end.
+   */
+  keepLinkOnShelf(handle: ServerLinkHandle): LinkEventHandler {
+    this.keepLink(handle)
+    return this.link!.onShelf()
   }
 
   /**
@@ -267,7 +276,7 @@ export class ServerConnection {
    * A clean reset's write, made again only when what follows the DISCARD changes: the clients
    * of a connection mostly carry the same settings.
    */
-  private cleanResetWrite(then: string | null): ResetWrite {
+  cleanResetWrite(then: string | null): ResetWrite {
     const known = this.lastResetWrite
     if (known && known.presence === this.holdsPresence && known.then === then) return known
     const after = this.afterDiscard(then)
@@ -340,7 +349,7 @@ export class ServerConnection {
 }
 
 /** A clean reset's one write, for the statement and presence it was made for. */
-interface ResetWrite {
+export interface ResetWrite {
   presence: boolean
   then: string | null
   bytes: Buffer

@@ -27,8 +27,12 @@ interface ShelfModule {
     greeting: Buffer,
     settings: LentRelaySettings,
     lendForMs: number,
+    reset: Buffer,
+    resetQueries: number,
+    resetMs: number,
   ): boolean
   unshelve(shelf: Shelf, link: ServerLinkHandle): boolean
+  linkResetting(link: ServerLinkHandle): boolean
   loginsLend(logins: Logins, shelf: Shelf): void
 }
 
@@ -54,8 +58,10 @@ export class LinkShelf {
   /**
    * A client whose StartupMessage is `packet` may be lent `link` for `lendForMs` (Infinity: no
    * limit), greeted after its login's answer with `greeting` (ParameterStatus, BackendKeyData,
-   * ReadyForQuery) and relayed with `settings`. False when C no longer watches the link idle
-   * (it ended just now, which JavaScript hears of).
+   * ReadyForQuery) and relayed with `settings`. If it says goodbye cleanly, the link may come
+   * back to the shelf in C (the relay's onClose says how), with `reset` (its statements, the
+   * first a DISCARD ALL) answered within `resetMs`. False when C no longer watches the link
+   * idle (it ended just now, which JavaScript hears of).
    */
   shelve(
     link: ServerLinkHandle,
@@ -63,18 +69,33 @@ export class LinkShelf {
     greeting: Buffer,
     settings: LentRelaySettings,
     lendForMs: number,
+    reset: { bytes: Buffer; queries: number },
+    resetMs: number,
   ): boolean {
+    const lendFor = lendForMs === Infinity ? -1 : lendForMs
+    const { bytes, queries } = reset
     return addon!.shelve(
       this.shelf,
       link,
       packet,
       greeting,
       settings,
-      lendForMs === Infinity ? -1 : lendForMs,
+      lendFor,
+      bytes,
+      queries,
+      resetMs,
     )
   }
 
-  /** Takes a link back; false when it was not on the shelf (it ended meanwhile). */
+  /** Whether the link came back to the shelf in C with its reset still under way. */
+  resetting(link: ServerLinkHandle): boolean {
+    return addon!.linkResetting(link)
+  }
+
+  /**
+   * Takes a link back; false when it was not on the shelf waiting (a login took it, or it ended
+   * meanwhile; one whose reset was under way in C is ended, the link told).
+   */
   unshelve(link: ServerLinkHandle): boolean {
     return addon!.unshelve(this.shelf, link)
   }

@@ -5,7 +5,7 @@ import { FRONTEND_TYPE_CHARS, transactionStatus } from '../wire/protocol.js'
 import { descriptorOf, stopReading } from '../net/socket-handle.js'
 import { nativeTlsChannel, type NativeTlsChannel } from '../net/native-tls.js'
 import { CARRIED_FIELDS, type CarriedProgress, type RequestProgress } from './request-progress.js'
-import type { ServerLinkHandle } from './server-link.js'
+import type { LinkEventHandler, ServerLinkHandle } from './server-link.js'
 import type { LoginWatch } from '../client/client-connection.js'
 
 /** What is left when a native relay stops: bytes not yet written, and where the server stands. */
@@ -78,9 +78,18 @@ export interface NativeRelayOptions extends NativeRelaySettings {
   /**
    * A socket closed or failed ('client', 'server'; 'goodbye' once the client sent Terminate),
    * the client broke the protocol ('invalid'), or the session became idle after closeWhenIdle()
-   * ('idle').
+   * ('idle'). A relay lent in C whose client said goodbye cleanly (its session idle) also gives
+   * the cancel key (`processId`, `secretKey`) its connection's next client would get if it went
+   * back on the shelf in C (src/native/link-shelf.h): returning a function lets it go there,
+   * the function then told of the link's end (as linkReset's onEvent); otherwise the session
+   * has stopped the relay, as at any close.
    */
-  onClose(kind: RelayEnd, detail?: string): void
+  onClose(
+    kind: RelayEnd,
+    detail?: string,
+    processId?: number,
+    secretKey?: number,
+  ): LinkEventHandler | void
 }
 
 /** Why a native relay stopped on its own (NativeRelayOptions.onClose). */

@@ -3,12 +3,15 @@ import { LinkEvent } from './link-events.js'
 
 export type { ServerLinkHandle }
 
+/** What C tells of a link (src/native/server-link.h). */
+export type LinkEventHandler = (event: LinkEvent, statuses: Buffer) => void
+
 interface ServerLinkModule {
   linkReset(
     link: ServerLinkHandle,
     bytes: Buffer,
     readyCount: number,
-    onEvent: (event: LinkEvent, statuses: Buffer) => void,
+    onEvent: LinkEventHandler,
   ): void
   linkClose(link: ServerLinkHandle): void
 }
@@ -65,6 +68,19 @@ export class ServerLink {
     } catch {
       // A link a relay holds: not one to reset (the connection is not reused).
       onEvent(LinkEvent.Failed, EMPTY)
+    }
+  }
+
+  /**
+   * C took the link back onto its shelf with the reset under way there (lending in C): it waits
+   * as after a clean reset, and C tells the returned function only of its end.
+   */
+  onShelf(): LinkEventHandler {
+    this.waiting = true
+    return () => {
+      const held = this.held
+      this.held = this.waiting = false
+      if (held) this.onEnd()
     }
   }
 

@@ -1,4 +1,4 @@
-import type { ServerConnection } from '../pool/server-connection.js'
+import type { ResetWrite, ServerConnection } from '../pool/server-connection.js'
 import { keyNaming, sameName, settingsStatement, valueNamed } from '../pool/startup-settings.js'
 
 /**
@@ -35,6 +35,11 @@ export function resetCarrying(
         server.carried.set(name, { asked, own: server.own.get(name)! })
     done(reusable)
   })
+}
+
+/** A clean reset's write that leaves `server` carrying `settings` for its next client. */
+export function carryingReset(server: ServerConnection, settings: [string, string][]): ResetWrite {
+  return server.cleanResetWrite(carriedStatement(server, settings).statement)
 }
 
 /** The settings a connection carries for a client, and the statement that applies them. */

@@ -14,7 +14,7 @@ import {
   type SettingsHolder,
 } from '../fencing/live-settings.js'
 import { relaySettings } from './session.js'
-import { carriesAlready } from './carried-settings.js'
+import { carriesAlready, carryingReset } from './carried-settings.js'
 import { greetingStatuses, type PooledClient, type PoolingContext } from './pooled-startup.js'
 
 /** A session-mode client's StartupMessage, and what the proxy reads from it once. */
@@ -38,6 +38,10 @@ interface Shelved {
   profile: LoginProfile
   cancelKey: BackendKey
   held: { server: ServerConnection | null }
+  /** Whether its reset in C takes the presence lock again (ServerConnection.holdsPresence). */
+  presence: boolean
+  /** The lender's generation when shelved: a reload makes a new one. */
+  generation: number
 }
 
 const PROFILES_KEPT = 256
@@ -61,6 +65,8 @@ export class LendingInC implements IdleLender {
   private readonly profiles = new Map<string, LoginProfile>()
   private readonly relaySettings = new WeakMap<SessionSettings, LentRelaySettings>()
   private lending = true
+  /** Counts reloads: a connection lent before one comes back through the pool. */
+  private generation = 0
 
   constructor(
     private readonly shelf: LinkShelf,
@@ -108,10 +114,23 @@ export class LendingInC implements IdleLender {
     const held: Shelved['held'] = { server }
     const cancelKey = this.pooling.cancelKeys.issue(() => held.server?.backendKey ?? null)
     const greets = greeting(NOTHING, statuses.encoded, cancelKey)
-    if (!this.shelf.shelve(link, profile.packet, greets, this.relaySettingsFor(current), lendForMs))
+    const reset = carryingReset(server, profile.settings)
+    const settings = this.relaySettingsFor(current)
+    const resetMs = this.pooling.ownStatementTimeoutMs
+    if (!this.shelf.shelve(link, profile.packet, greets, settings, lendForMs, reset, resetMs))
       return this.pooling.cancelKeys.forget(cancelKey)
-    this.shelved.set(server, { pool, link, profile, cancelKey, held })
-    this.byLink.set(link, server)
+    const { generation } = this
+    this.put(server, { pool, link, profile, cancelKey, held, presence: reset.presence, generation })
+  }
+
+  private put(server: ServerConnection, shelved: Shelved): void {
+    this.shelved.set(server, shelved)
+    this.byLink.set(shelved.link, server)
+  }
+
+  resetting(server: ServerConnection): boolean {
+    const shelved = this.shelved.get(server)
+    return shelved !== undefined && this.shelf.resetting(shelved.link)
   }
 
   withdraw(server: ServerConnection): boolean {
@@ -134,8 +153,37 @@ export class LendingInC implements IdleLender {
     shelved.pool.lentOutside(server)
     server.takeLink()
     const { pool, profile, cancelKey, held } = shelved
-    const pooled = { pool, server, held, settings: profile.settings, cancelKey, leftover: NOTHING }
+    const pooled: PooledClient = {
+      pool,
+      server,
+      held,
+      settings: profile.settings,
+      cancelKey,
+      leftover: NOTHING,
+      backOnShelf: (key) => this.backOnShelf(shelved, server, key),
+    }
     return { pooled, profile }
+  }
+
+  /**
+   * A client lent `server` in C said goodbye cleanly: the connection goes back on the shelf in C
+   * at once, idle in its pool, its reset under way there, for its next client to get `key`.
+   * Returns what the link tells of its end; null when it comes back through the pool as any
+   * other: a client waits for a connection, the pool shrank or closed, the connection is too old,
+   * a reload came since it was shelved, or the presence lock moved (its reset would differ).
+   */
+  private backOnShelf(lent: Shelved, server: ServerConnection, key: BackendKey) {
+    const { pool, link } = lent
+    if (!this.lending || lent.generation !== this.generation) return null
+    if (server.holdsPresence !== lent.presence) return null
+    const next: Shelved = { ...lent, cancelKey: key, held: { server } }
+    if (!this.pooling.cancelKeys.adopt(key, () => next.held.server?.backendKey ?? null)) return null
+    if (!pool.takeBack(server)) {
+      this.pooling.cancelKeys.forget(key)
+      return null
+    }
+    this.put(server, next)
+    return server.keepLinkOnShelf(link)
   }
 
   /**
@@ -145,6 +193,7 @@ export class LendingInC implements IdleLender {
    */
   reshelve(stop = false): void {
     this.lending = !stop
+    this.generation++
     this.profiles.clear()
     for (const [server, { pool }] of [...this.shelved]) {
       if (this.withdraw(server)) this.offer(pool, server)

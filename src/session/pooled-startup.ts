@@ -10,6 +10,7 @@ import { PgError } from '../wire/error-response.js'
 import type { LoginQuery } from '../server/login-query.js'
 import { nonConformingStrings } from '../fencing/server-notices.js'
 import type { PooledUpstream } from './session.js'
+import type { LinkEventHandler } from '../relay/server-link.js'
 import type { BackendKey } from '../wire/backend-key.js'
 import { greeting, parameterStatuses } from '../wire/messages.js'
 import { resetCarrying, settingsToApply } from './carried-settings.js'
@@ -38,6 +39,11 @@ export interface PooledClient {
   cancelKey: BackendKey
   /** The client's bytes received after its last authentication message. */
   leftover: Buffer
+  /**
+   * Lent in C: at a clean goodbye the connection may go back on the shelf in C, the next client
+   * to get `key` (LendingInC.keep); null when it comes back through the pool.
+   */
+  backOnShelf?: (key: BackendKey) => LinkEventHandler | null
 }
 
 export interface PooledStartOptions {
@@ -210,6 +216,11 @@ export function lendServer(client: PooledClient, context: PoolingContext): Poole
     backendKey: server.backendKey,
     attach: (receiver) => server.attach(receiver),
     takeLink: () => server.takeLink(),
+    keepOnShelf: (key) => {
+      const onEnd = client.backOnShelf?.(key) ?? null
+      if (onEnd) context.cancelKeys.forget(client.cancelKey)
+      return onEnd
+    },
     release: (clean, link) => {
       context.cancelKeys.forget(client.cancelKey)
       if (link) server.keepLink(link)

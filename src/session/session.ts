@@ -24,7 +24,7 @@ import {
 } from '../relay/native-relay.js'
 import { resumeReading } from '../net/socket-handle.js'
 import type { SessionSettings, SettingsHolder } from '../fencing/live-settings.js'
-import type { ServerLinkHandle } from '../relay/server-link.js'
+import type { LinkEventHandler, ServerLinkHandle } from '../relay/server-link.js'
 
 /** An empty write: its callback runs once everything queued before it is flushed. */
 const FLUSH_MARK = Buffer.alloc(0)
@@ -103,6 +103,12 @@ export interface PooledUpstream {
    * the native relay kept watching the connection, for the reset to go out from C.
    */
   release(clean: boolean, link?: ServerLinkHandle): void
+  /**
+   * A session lent in C said goodbye cleanly: its connection goes back on the shelf in C, the
+   * next client to get `key`; returns what the link tells of its end, or null when the connection
+   * is to come back through release.
+   */
+  keepOnShelf(key: BackendKey): LinkEventHandler | null
 }
 
 /**
@@ -450,13 +456,15 @@ export class ProxySession {
         return replacement === message ? undefined : replacement
       },
       (message) => this.onServerMessage(message),
-      (kind, detail) => {
+      (kind, detail, processId, secretKey) => {
         if (kind === 'server') return this.upstreamClosed()
         if (kind === 'invalid') return this.abort(new PgError('08P01', detail ?? 'invalid message'))
         if (kind === 'idle') return this.terminate(this.closingWhenIdle!)
         // The client said goodbye: the close that ended the relay (either side's) was expected.
         if (kind === 'goodbye') this.terminating = true
         this.options.logger.debug({ detail }, 'client connection closed')
+        const onShelf = processId === undefined ? null : this.endOnShelf(processId, secretKey!)
+        if (onShelf) return onShelf
         this.finish(true)
       },
     ]
@@ -576,12 +584,35 @@ export class ProxySession {
   }
 
   /**
+   * A session lent in C said goodbye cleanly and its connection may go back on the shelf in C,
+   * for a next client to get this cancel key: the session ends as finish() ends it, the relay's
+   * stop and the reset left to C. Returns what C tells of the link's end from then on; null when
+   * the connection comes back through the pool (finish).
+   */
+  private endOnShelf(processId: number, secretKey: number): LinkEventHandler | null {
+    const onShelf = this.options.pooled!.keepOnShelf({ processId, secretKey })
+    if (!onShelf) return null
+    this.options.logger.debug('server connection back on the shelf in C')
+    this.ended = true
+    this.nativeTransactions += this.native!.progress().transactions
+    this.native = null
+    this.connection.end()
+    this.stopListeningUpstream()
+    this.markClosed()
+    return onShelf
+  }
+
+  private stopListeningUpstream(): void {
+    this.upstream.off('close', this.onUpstreamClose)
+    this.upstream.off('error', this.onUpstreamError)
+  }
+
+  /**
    * Gives a pooled server connection back, with the session's listeners off: reading again, or
    * still watched in C when the relay kept it.
    */
   private returnUpstream(wasNative: boolean): void {
-    this.upstream.off('close', this.onUpstreamClose)
-    this.upstream.off('error', this.onUpstreamError)
+    this.stopListeningUpstream()
     const pooled = this.options.pooled!
     const link = this.keptLink
     this.keptLink = null

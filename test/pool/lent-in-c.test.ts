@@ -56,7 +56,12 @@ async function startLending(overrides: ConfigOverrides = {}) {
     logs
       .filter((line) => line.lent === true && line.msg === 'session relayed natively')
       .map((line) => line.conn)
-  return { proxy, logs, reload, lent }
+  /** The connection numbers of the sessions whose connection went back on the shelf in C. */
+  const backOnShelf = () =>
+    logs
+      .filter((line) => line.msg === 'server connection back on the shelf in C')
+      .map((line) => line.conn)
+  return { proxy, logs, reload, lent, backOnShelf }
 }
 
 /** A client of the proxy, with every byte the proxy sent it up to its first ReadyForQuery. */
@@ -77,6 +82,11 @@ async function connect(proxy: TestProxy, applicationName = 'lent-in-c') {
   const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid
   return { client, greeting: afterAuthentication(messages), pid }
 }
+
+/** The application_name the server has for a client's session. */
+const applicationNameOf = async (client: pg.Client) =>
+  (await client.query<{ application_name: string }>('SHOW application_name')).rows[0]!
+    .application_name
 
 /** What follows AuthenticationOk: ParameterStatus messages, BackendKeyData, ReadyForQuery. */
 function afterAuthentication(messages: BackendMessage[]): BackendMessage[] {
@@ -122,8 +132,7 @@ test('a login like the last client of an idle connection is lent it in C, greete
     const key = (greeting: BackendMessage[]) => greeting.find((m) => m.type === 'K')!.body
     expect(key(second.greeting).equals(key(first.greeting))).toBe(false)
     expect(second.greeting.at(-1)).toMatchObject({ type: 'Z' })
-    const { rows } = await second.client.query('SHOW application_name')
-    expect(rows).toEqual([{ application_name: 'lent-in-c' }])
+    expect(await applicationNameOf(second.client)).toBe('lent-in-c')
     // The console shows it as any session, relayed natively, its statement counted.
     expect(await consoleRows(proxy, 'SHOW CLIENTS')).toEqual([
       expect.objectContaining({
@@ -147,20 +156,7 @@ test("a lent session's cancel request reaches its query", async () => {
     await idleAgain(proxy)
     const { client } = await connect(proxy)
     expect(lent()).toHaveLength(1)
-    const sleeping = client.query('SELECT pg_sleep(10)')
-    await waitFor(
-      async () =>
-        (
-          await queryOnce(
-            db.url,
-            "SELECT 1 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(10)' AND state = 'active'",
-          )
-        ).rows.length === 1,
-      { what: 'the query to run' },
-    )
-    const { processID, secretKey } = client as unknown as { processID: number; secretKey: number }
-    await sendCancelRequest(proxy.port, processID, secretKey)
-    await expect(sleeping).rejects.toMatchObject({ code: '57014' })
+    await cancelWithKey(proxy, client, client.query('SELECT pg_sleep(10)'))
     await client.end()
   } finally {
     await proxy.close()
@@ -174,16 +170,12 @@ test('a client with other settings is served by JavaScript, and the next like it
     await idleAgain(proxy)
     const other = await connect(proxy, 'other')
     expect(lent()).toHaveLength(0)
-    expect((await other.client.query('SHOW application_name')).rows).toEqual([
-      { application_name: 'other' },
-    ])
+    expect(await applicationNameOf(other.client)).toBe('other')
     await other.client.end()
     await idleAgain(proxy)
     const again = await connect(proxy, 'other')
     expect(lent()).toHaveLength(1)
-    expect((await again.client.query('SHOW application_name')).rows).toEqual([
-      { application_name: 'other' },
-    ])
+    expect(await applicationNameOf(again.client)).toBe('other')
     await again.client.end()
   } finally {
     await proxy.close()
@@ -217,6 +209,114 @@ test("a reload reaches the shelf: a lent session's relay takes the new maxMessag
     await expect(client.query(`SELECT '${'x'.repeat(8192)}'`)).rejects.toMatchObject({
       code: '08P01',
     })
+  } finally {
+    await proxy.close()
+  }
+})
+
+/** The server connection `pid` has answered its reset (its last statement is no longer ours). */
+const resetDone = (pid: number) =>
+  waitFor(
+    async () =>
+      (
+        await queryOnce(
+          db.url,
+          `SELECT 1 FROM pg_stat_activity WHERE pid = ${pid} AND state = 'idle'
+             AND query NOT LIKE '%pg_backend_pid%'`,
+        )
+      ).rows.length === 1,
+    { what: 'the reset answered' },
+  )
+
+/** Cancels `sleeping`'s query with the key `client` was greeted with. */
+async function cancelWithKey(proxy: TestProxy, client: pg.Client, sleeping: Promise<unknown>) {
+  await waitFor(
+    async () =>
+      (
+        await queryOnce(
+          db.url,
+          "SELECT 1 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(10)' AND state = 'active'",
+        )
+      ).rows.length === 1,
+    { what: 'the query to run' },
+  )
+  const { processID, secretKey } = client as unknown as { processID: number; secretKey: number }
+  await sendCancelRequest(proxy.port, processID, secretKey)
+  await expect(sleeping).rejects.toMatchObject({ code: '57014' })
+}
+
+test("a lent session's connection goes back on the shelf in C at its goodbye, for the next like client with a key of its own", async () => {
+  const { proxy, lent, backOnShelf } = await startLending()
+  try {
+    const first = await connect(proxy)
+    await first.client.end()
+    await idleAgain(proxy)
+    const second = await connect(proxy)
+    await second.client.end()
+    await resetDone(second.pid)
+    expect(backOnShelf()).toEqual(lent())
+    const third = await connect(proxy)
+    expect(lent()).toHaveLength(2)
+    expect(third.pid).toBe(first.pid)
+    const shape = (greeting: BackendMessage[]) =>
+      greeting.map((m) => (m.type === 'K' ? 'K' : `${m.type}${m.body.toString('latin1')}`))
+    expect(shape(third.greeting)).toEqual(shape(first.greeting))
+    const key = (greeting: BackendMessage[]) => greeting.find((m) => m.type === 'K')!.body
+    expect(key(third.greeting).equals(key(second.greeting))).toBe(false)
+    // The key the second client was greeted with is forgotten: it cancels nothing now.
+    const { processID, secretKey } = second.client as unknown as Record<string, number>
+    const sleeping = third.client.query('SELECT pg_sleep(10)')
+    await sendCancelRequest(proxy.port, processID!, secretKey!)
+    await cancelWithKey(proxy, third.client, sleeping)
+    // What the second client's reset in C undid stays undone for the third.
+    expect(await applicationNameOf(third.client)).toBe('lent-in-c')
+    await third.client.end()
+  } finally {
+    await proxy.close()
+  }
+})
+
+test("a lent session's connection goes to a client waiting in the pool, not back on the shelf", async () => {
+  const { proxy, lent, backOnShelf } = await startLending({
+    pool: { mode: 'session', size: 1, waitTimeoutMs: 5000 },
+  })
+  try {
+    await (await connect(proxy)).client.end()
+    await idleAgain(proxy)
+    const holder = await connect(proxy)
+    expect(lent()).toHaveLength(1)
+    const waiting = connect(proxy, 'waiting')
+    await waitFor(
+      async () =>
+        (await consoleRows(proxy, 'SHOW POOLS')).some(
+          (row) => row.database === db.name && row.cl_waiting === '1',
+        ),
+      { what: 'the second client to wait' },
+    )
+    await holder.client.end()
+    const served = await waiting
+    expect(served.pid).toBe(holder.pid)
+    expect(lent()).toHaveLength(1)
+    expect(backOnShelf()).toHaveLength(0)
+    expect(await applicationNameOf(served.client)).toBe('waiting')
+    await served.client.end()
+  } finally {
+    await proxy.close()
+  }
+})
+
+test('a connection back on the shelf in C whose server leaves is not lent again', async () => {
+  const { proxy, lent } = await startLending()
+  try {
+    await (await connect(proxy)).client.end()
+    await idleAgain(proxy)
+    const second = await connect(proxy)
+    await second.client.end()
+    await queryOnce(db.url, `SELECT pg_terminate_backend(${second.pid})`)
+    const next = await connect(proxy)
+    expect(lent()).toHaveLength(1)
+    expect(next.pid).not.toBe(second.pid)
+    await next.client.end()
   } finally {
     await proxy.close()
   }
