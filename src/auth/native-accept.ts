@@ -89,8 +89,9 @@ export class NativeAcceptor {
     const acceptor = addon.acceptClients(
       logins.logins,
       (outcome, bytes, failure, detail, fd, login, remainingMs, relay, link) => {
-        const connection = ClientConnection.onDescriptor(fd, peerName)
-        if (outcome === LoginOutcome.Lent) return onLent(connection, relay!, link!)
+        const lent = outcome === LoginOutcome.Lent
+        const connection = ClientConnection.onDescriptor(fd, peerName, lent)
+        if (lent) return onLent(connection, relay!, link!)
         if (login) connection.keepLoginWatch(login, watchControl)
         onLogin(connection, loginResult(outcome, bytes, failure, detail), remainingMs)
       },

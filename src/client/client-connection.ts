@@ -38,6 +38,8 @@ export interface LoginWatchControl {
 interface AcceptedHandle {
   fd: number
   bare?: true
+  /** The descriptor stays the native relay's, which closes it: no socket is ever made on it. */
+  relayed?: boolean
   setNoDelay?(enable: boolean): number
   getpeername?(out: { address?: string; port?: number }): number
   /** Closes the descriptor at once; the handle itself is freed on the loop's next turn. */
@@ -93,16 +95,21 @@ export class ClientConnection {
   /**
    * A client the addon accepted (src/auth/native-accept.ts): its descriptor, JavaScript's to
    * close, with no socket until one is needed. `peerName`: the descriptor's peer address.
+   * `relayed`: the native relay carries the client from its login in C on (lending in C), and the
+   * descriptor is the relay's, read only for the peer's address: closing the connection leaves it
+   * to the relay, and bytes the kernel does not take at once are dropped (an error at the end).
    */
   static onDescriptor(
     fd: number,
     peerName: (fd: number, out: { address?: string; port?: number }) => number,
+    relayed = false,
   ): ClientConnection {
     return ClientConnection.onHandle({
       fd,
       bare: true,
+      relayed,
       getpeername: (out) => peerName(fd, out),
-      close: () => closeSync(fd),
+      close: relayed ? () => {} : () => closeSync(fd),
     })
   }
 
@@ -127,7 +134,8 @@ export class ClientConnection {
     const handle = this.handle
     this.handle = null
     const source = handle?.bare ? { fd: handle.fd } : { handle }
-    const socket = handle ? this.adopt(this.readingSocket(source, true)) : closedSocket()
+    const socket =
+      handle && !handle.relayed ? this.adopt(this.readingSocket(source, true)) : closedSocket()
     for (const listener of this.errorListeners) socket.on('error', listener)
     return (this.own = socket)
   }

@@ -260,8 +260,9 @@ static void report_accepted(login_t *login, int outcome, const uint8_t *keys, in
 }
 
 /* An accepted login lent a server connection (login-lend.c), told as LENT with the relay and
- * the link, and a duplicate of the client's descriptor; JavaScript answers with the relay's
- * callbacks. Anything that fails closes the client. */
+ * the link, and the client's descriptor, which stays the relay's (JavaScript neither reads nor
+ * closes it); JavaScript answers with the relay's callbacks. Anything that fails closes the
+ * client. */
 static void report_lent(login_t *login, void *lease) {
   const login_lender_t *lender = login->setup->lender;
   accepted_end_t end = accepted_leave(&login->entry);
@@ -274,18 +275,15 @@ static void report_lent(login_t *login, void *lease) {
     stop(login);
   } else {
     /* From here the relay holds the side: it closes it, whatever JavaScript answers. */
-    int fd = fcntl(login->side.io.fd, F_DUPFD_CLOEXEC, 0);
-    if (fd >= 0) {
-      napi_create_int32(env, LOGIN_OUTCOME_LENT, &argv[0]);
-      napi_get_undefined(env, &argv[1]);
-      napi_create_int32(env, 0, &argv[2]);
-      napi_create_int32(env, 0, &argv[3]);
-      napi_create_int32(env, fd, &argv[4]);
-      napi_get_undefined(env, &argv[5]);
-      napi_create_double(env, end.remaining_ms, &argv[6]);
-      napi_get_reference_value(env, end.callback, &fn);
-      answer = call(login->setup, fn, 9, argv);
-    }
+    napi_create_int32(env, LOGIN_OUTCOME_LENT, &argv[0]);
+    napi_get_undefined(env, &argv[1]);
+    napi_create_int32(env, 0, &argv[2]);
+    napi_create_int32(env, 0, &argv[3]);
+    napi_create_int32(env, login->side.io.fd, &argv[4]);
+    napi_get_undefined(env, &argv[5]);
+    napi_create_double(env, end.remaining_ms, &argv[6]);
+    napi_get_reference_value(env, end.callback, &fn);
+    answer = call(login->setup, fn, 9, argv);
     if (!answer) napi_get_undefined(env, &answer);
     lender->answered(lease, answer);
   }
