@@ -1,5 +1,6 @@
 import type { IdleLender, Pool } from '../pool/pool.js'
 import type { ServerConnection } from '../pool/server-connection.js'
+import type { HeldServerKey } from '../pool/cancel-keys.js'
 import { startupSettings } from '../pool/startup-settings.js'
 import type { BackendKey } from '../wire/backend-key.js'
 import { greeting } from '../wire/messages.js'
@@ -31,13 +32,19 @@ export interface LoginProfile {
   maintenance: boolean
 }
 
-/** An idle connection on the shelf, with the key its client is to be greeted with. */
+/**
+ * A connection on the shelf, with the key its client is to be greeted with; kept while a login
+ * in C holds it (`out`), for it to come back with a new key.
+ */
 interface Shelved {
   pool: Pool
   link: ServerLinkHandle
   profile: LoginProfile
   cancelKey: BackendKey
   held: { server: ServerConnection | null }
+  /** What the connection's cancel keys resolve to. */
+  heldKey: HeldServerKey
+  out: boolean
   /** Whether its reset in C takes the presence lock again (ServerConnection.holdsPresence). */
   presence: boolean
   /** The lender's generation when shelved: a reload makes a new one. */
@@ -104,7 +111,8 @@ export class LendingInC implements IdleLender {
     const profile = this.lastClient.get(server)
     const link = server.waitingLink()
     if (!this.lending || !profile || !link || profile.maintenance || !server.alive) return
-    if (this.shelved.has(server)) return
+    const known = this.shelved.get(server)
+    if (known && !known.out) return
     if (!carriesAlready(server, profile.settings)) return
     const lendForMs = Math.min(this.checkDueInMs(profile.database), pool.lifetimeLeftMs(server))
     if (lendForMs <= 0) return
@@ -112,31 +120,43 @@ export class LendingInC implements IdleLender {
     const statuses = greetingStatuses(server.parameters, NO_SETTINGS)
     if (current.rewriter !== null && nonConformingStrings(statuses.scs)) return
     const held: Shelved['held'] = { server }
-    const cancelKey = this.pooling.cancelKeys.issue(() => held.server?.backendKey ?? null)
+    const heldKey = () => held.server?.backendKey ?? null
+    const cancelKey = this.pooling.cancelKeys.issue(heldKey)
     const greets = greeting(NOTHING, statuses.encoded, cancelKey)
     const reset = carryingReset(server, profile.settings)
     const settings = this.relaySettingsFor(current)
     const resetMs = this.pooling.ownStatementTimeoutMs
     if (!this.shelf.shelve(link, profile.packet, greets, settings, lendForMs, reset, resetMs))
       return this.pooling.cancelKeys.forget(cancelKey)
+    if (known) this.forget(server, known)
     const { generation } = this
-    this.put(server, { pool, link, profile, cancelKey, held, presence: reset.presence, generation })
-  }
-
-  private put(server: ServerConnection, shelved: Shelved): void {
+    const presence = reset.presence
+    const shelved = {
+      pool,
+      link,
+      profile,
+      cancelKey,
+      held,
+      heldKey,
+      out: false,
+      presence,
+      generation,
+    }
     this.shelved.set(server, shelved)
-    this.byLink.set(shelved.link, server)
+    this.byLink.set(link, server)
   }
 
   resetting(server: ServerConnection): boolean {
     const shelved = this.shelved.get(server)
-    return shelved !== undefined && this.shelf.resetting(shelved.link)
+    return shelved !== undefined && !shelved.out && this.shelf.resetting(shelved.link)
   }
 
   withdraw(server: ServerConnection): boolean {
     const shelved = this.shelved.get(server)
     if (!shelved) return true
     this.forget(server, shelved)
+    // A lent connection's key is its client's, which the client forgets.
+    if (shelved.out) return true
     this.pooling.cancelKeys.forget(shelved.cancelKey)
     return this.shelf.unshelve(shelved.link)
   }
@@ -148,8 +168,8 @@ export class LendingInC implements IdleLender {
   lent(link: ServerLinkHandle): { pooled: PooledClient; profile: LoginProfile } | null {
     const server = this.byLink.get(link)
     const shelved = server && this.shelved.get(server)
-    if (!shelved) return null
-    this.forget(server, shelved)
+    if (!shelved || shelved.out) return null
+    shelved.out = true
     shelved.pool.lentOutside(server)
     server.takeLink()
     const { pool, profile, cancelKey, held } = shelved
@@ -175,14 +195,14 @@ export class LendingInC implements IdleLender {
   private backOnShelf(lent: Shelved, server: ServerConnection, key: BackendKey) {
     const { pool, link } = lent
     if (!this.lending || lent.generation !== this.generation) return null
-    if (server.holdsPresence !== lent.presence) return null
-    const next: Shelved = { ...lent, cancelKey: key, held: { server } }
-    if (!this.pooling.cancelKeys.adopt(key, () => next.held.server?.backendKey ?? null)) return null
+    if (server.holdsPresence !== lent.presence || this.shelved.get(server) !== lent) return null
+    if (!this.pooling.cancelKeys.adopt(key, lent.heldKey)) return null
     if (!pool.takeBack(server)) {
       this.pooling.cancelKeys.forget(key)
       return null
     }
-    this.put(server, next)
+    lent.cancelKey = key
+    lent.out = false
     return server.keepLinkOnShelf(link)
   }
 
@@ -195,8 +215,8 @@ export class LendingInC implements IdleLender {
     this.lending = !stop
     this.generation++
     this.profiles.clear()
-    for (const [server, { pool }] of [...this.shelved]) {
-      if (this.withdraw(server)) this.offer(pool, server)
+    for (const [server, { pool, out }] of [...this.shelved]) {
+      if (!out && this.withdraw(server)) this.offer(pool, server)
     }
   }
 
