@@ -85,6 +85,11 @@ export class Pool {
   private presence: ServerConnection | null = null
   /** Offered the idle connections (PoolRegistry sets it). */
   lender: IdleLender | null = null
+  /**
+   * What the pool's latest new connection reported at its login: a client is greeted with these
+   * before it is lent a connection (src/session/pooled-startup.ts). Null until one has opened.
+   */
+  serverDefaults: ReadonlyMap<string, string> | null = null
 
   constructor(
     private readonly settings: () => PoolConfig,
@@ -297,7 +302,9 @@ export class Pool {
     this.count++
     this.opening++
     try {
-      return await this.open(this.credentials)
+      const connection = await this.open(this.credentials)
+      this.serverDefaults = connection.own
+      return connection
     } catch (err) {
       this.count--
       this.serveWaiter()

@@ -43,7 +43,12 @@ import { followFailovers } from '../session/failover.js'
 import { ChurnCollector } from '../session/churn-collector.js'
 import { createPooling } from './pooling.js'
 import { serverStates } from '../admin/pool-view.js'
-import { lendServer, startPooledClient, type PooledClient } from '../session/pooled-startup.js'
+import {
+  lendServer,
+  startSessionClient,
+  startTransactionClient,
+  type PooledClient,
+} from '../session/pooled-startup.js'
 import { startTransactionSession } from '../session/transaction-session.js'
 import { LendingInC, type LoginProfile } from '../session/lent-in-c.js'
 import { LinkShelf } from '../relay/link-shelf.js'
@@ -272,21 +277,21 @@ export async function startProxy(
       const nameCheck = params.has('replication')
         ? null
         : () => live.settings.current.nameChecks?.loginQuery(database) ?? null
-      // A literal per mode, not a spread: see relaySession.
-      const pooledStart = (keepServer: boolean) => ({
-        keepServer,
+      const pooledStart = {
         nameCheck,
+        nameCheckDue: () =>
+          nameCheck !== null && (live.settings.current.nameChecks?.dueInMs(database) ?? 1) <= 0,
         fencing: () => sessionSettings.current.rewriter !== null,
         // Waiting for a server connection is pool.waitTimeoutMs's, not the startup's.
         authenticated: () => clearTimeout(startupTimer),
         login: authenticated,
-      })
+      }
       if (pooling && live.config.pool.mode === 'transaction') {
-        const pooled = await startPooledClient(
+        const pooled = await startTransactionClient(
           handshake.connection,
           params,
           pooling,
-          pooledStart(false),
+          pooledStart,
         )
         return track(
           startTransactionSession(handshake.connection, pooled, pooling, {
@@ -301,12 +306,7 @@ export async function startProxy(
         )
       }
       if (pooling) {
-        const pooled = await startPooledClient(
-          handshake.connection,
-          params,
-          pooling,
-          pooledStart(true),
-        )
+        const pooled = await startSessionClient(handshake.connection, params, pooling, pooledStart)
         return keptSession(
           handshake.connection,
           params,

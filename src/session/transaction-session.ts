@@ -20,7 +20,7 @@ import { cancelUnlessCommitting, cutError, type CutReason } from './cut-outcome.
 import { AnswerLedger } from './answer-ledger.js'
 import { KeptConnectionRelay } from './kept-connection-relay.js'
 import { LazyRelease } from './lazy-release.js'
-import type { PooledClient, PoolingContext } from './pooled-startup.js'
+import type { GreetedClient, PoolingContext } from './pooled-startup.js'
 import type { SettingsHolder } from '../fencing/live-settings.js'
 import { idleBefore, MaintenanceLog, observedTypes } from '../fencing/maintenance-log.js'
 import { RequestTracker, type RequestProgress } from '../relay/request-progress.js'
@@ -618,7 +618,7 @@ export class TransactionSession {
 /** A transaction-mode session for an authenticated client. */
 export function startTransactionSession(
   connection: ClientConnection,
-  pooled: PooledClient,
+  pooled: GreetedClient,
   context: PoolingContext,
   options: {
     settings: SettingsHolder

@@ -154,7 +154,9 @@ test('a client that gives up waiting is counted and logged with the pool', async
   const proxy = await startPool(200, logs)
   try {
     const holder = await connect(proxy)
-    await expect(connect(proxy)).rejects.toMatchObject({ code: '08P01' })
+    // Greeted from the pool, it waits with its first statement.
+    const waiter = await connect(proxy)
+    await expect(waiter.query('SELECT 1')).rejects.toMatchObject({ code: '08P01' })
     const body = await metrics(proxy)
     expect(poolSeries(body, 'pgfence_pool_wait_timeouts_total')).toBe(1)
     // Only waits that ended with a server connection are observed.

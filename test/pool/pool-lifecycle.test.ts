@@ -45,7 +45,10 @@ describe('pool lifecycle', () => {
   test('a client waiting longer than waitTimeoutMs is told so', async () => {
     const proxy = await pooledProxy({ size: 1, waitTimeoutMs: 200 })
     const holder = await connect(proxy)
-    await expect(connect(proxy)).rejects.toMatchObject({
+    // Greeted from the pool's server defaults, it waits for a connection once connected.
+    const waiter = await connect(proxy)
+    waiter.on('error', () => {})
+    await expect(waiter.query('SELECT 1')).rejects.toMatchObject({
       code: '08P01',
       message: expect.stringContaining('timeout waiting for a server connection'),
     })
@@ -64,12 +67,47 @@ describe('pool lifecycle', () => {
       const holder = await connect(proxy)
       await holder.query('BEGIN') // a transaction keeps the connection in transaction mode too
       const started = Date.now()
-      await expect(connect(proxy)).rejects.toMatchObject({
+      const waiter = await connect(proxy)
+      waiter.on('error', () => {})
+      await expect(waiter.query('SELECT 1')).rejects.toMatchObject({
         code: '08P01',
         message: expect.stringContaining('timeout waiting for a server connection'),
       })
       expect(Date.now() - started).toBeGreaterThanOrEqual(1000)
       await holder.end()
+    },
+  )
+
+  test.each(['session', 'transaction'])(
+    '%s mode: a client beyond the pool is greeted as the server would, then waits with its first statement',
+    async (mode) => {
+      const proxy = await pooledProxy({ mode, size: 1 })
+      const holder = await connect(proxy)
+      await holder.query('BEGIN')
+      const holderPid = await backendPid(holder)
+      const waiter = new pg.Client({
+        connectionString: proxy.url('postgres', db.name, POOL_PASSWORD),
+        application_name: 'beyond-the-pool',
+      })
+      const greeted = new Map<string, string>()
+      const wire = (waiter as unknown as { connection: NodeJS.EventEmitter }).connection
+      wire.on('parameterStatus', (message: { parameterName: string; parameterValue: string }) =>
+        greeted.set(message.parameterName, message.parameterValue),
+      )
+      // Connected while the only server connection is held: its greeting came from the pool.
+      await waiter.connect()
+      expect(greeted.get('application_name')).toBe('beyond-the-pool')
+      expect(greeted.get('server_version')).toMatch(/^\d+/)
+      expect(greeted.get('standard_conforming_strings')).toBe('on')
+      const asked = waiter.query(
+        "SELECT pg_backend_pid() AS pid, current_setting('application_name') AS name",
+      )
+      await holder.query('COMMIT')
+      await holder.end()
+      const { pid, name } = (await asked).rows[0]
+      expect(pid).toBe(holderPid)
+      expect(name).toBe('beyond-the-pool')
+      await waiter.end()
     },
   )
 
@@ -113,18 +151,22 @@ describe('pool lifecycle', () => {
     await second.end()
   })
 
-  test('pgbench -C (a connection per transaction) runs through a pool of 2', async () => {
-    const proxy = await pooledProxy({ size: 2 })
-    const run = (args: string[]) =>
-      runCommand(pgBin('pgbench'), [...args, proxy.url('postgres', db.name)], {
-        env: { PGPASSWORD: POOL_PASSWORD, PGCONNECT_TIMEOUT: '5' },
-      })
-    expect((await run(['-i', '-s', '1', '-q'])).code).toBe(0)
-    // One client per thread: a pgbench thread blocks in connect, so clients sharing a thread
-    // with a waiting one could not give their connection back.
-    const result = await run(['-S', '-C', '-c', '4', '-j', '4', '-T', '2', '-n'])
-    expect(result.stderr).toBe('')
-    expect(result.stdout).toMatch(/number of failed transactions: 0 /)
-    expect(await backendsOf(db.name)).toBeLessThanOrEqual(2)
-  })
+  test.each(['session', 'transaction'])(
+    '%s mode: pgbench -C, four clients on one thread, runs through a pool of 2',
+    async (mode) => {
+      const proxy = await pooledProxy({ mode, size: 2, waitTimeoutMs: 3000 })
+      const run = (args: string[]) =>
+        runCommand(pgBin('pgbench'), [...args, proxy.url('postgres', db.name)], {
+          env: { PGPASSWORD: POOL_PASSWORD, PGCONNECT_TIMEOUT: '5' },
+        })
+      if (mode === 'session') expect((await run(['-i', '-s', '1', '-q'])).code).toBe(0)
+      // A pgbench thread blocks in connect: a client greeted only once lent a connection would
+      // wait there for the connections of the clients beside it, which cannot give them back.
+      const result = await run(['-S', '-C', '-c', '4', '-j', '1', '-t', '25', '-n'])
+      expect(result.stderr).toBe('')
+      expect(result.stdout).toMatch(/number of transactions actually processed: 100\/100/)
+      expect(result.stdout).toMatch(/number of failed transactions: 0 /)
+      expect(await backendsOf(db.name)).toBeLessThanOrEqual(2)
+    },
+  )
 })
