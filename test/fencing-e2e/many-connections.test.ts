@@ -43,10 +43,14 @@ test(`${clientCount} concurrent connections each fence their own row with their 
   )
   await Promise.all(clients.map((client) => client.connect()))
   try {
-    const { rows } = await stack.admin.query(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE backend_type = 'client backend'",
-    )
-    expect(rows[0].n).toBeGreaterThan(clientCount)
+    // A pooled client is greeted first and lent its own server connection right after.
+    const backends = async () =>
+      (
+        await stack.admin.query(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE backend_type = 'client backend'",
+        )
+      ).rows[0].n
+    await expect.poll(backends, { timeout: 10_000 }).toBeGreaterThan(clientCount)
     const staleAttempts = await Promise.all(clients.map((client, i) => writeOwnRow(client, i)))
     expect(staleAttempts).toEqual(Array(clientCount).fill('PF409'))
   } finally {
