@@ -280,7 +280,8 @@ export async function startProxy(
       const pooledStart = {
         nameCheck,
         nameCheckDue: () =>
-          nameCheck !== null && (live.settings.current.nameChecks?.dueInMs(database) ?? 1) <= 0,
+          nameCheck !== null &&
+          (live.settings.current.nameChecks?.dueInMs(database) ?? Infinity) <= 0,
         fencing: () => sessionSettings.current.rewriter !== null,
         // Waiting for a server connection is pool.waitTimeoutMs's, not the startup's.
         authenticated: () => clearTimeout(startupTimer),

@@ -96,7 +96,12 @@ export async function startSessionClient(
   const applied = settingsToApply(server, arrival.settings)
   const greeted = greet(arrival, server.parameters, applied, server)
   greeted.client.held.server = server
-  await applyOrForget(arrival, greeted, server, applied)
+  try {
+    await applySettings(arrival.pool, server, applied, arrival.context.ownStatementTimeoutMs)
+  } catch (err) {
+    arrival.context.cancelKeys.forget(greeted.client.cancelKey)
+    throw err
+  }
   return lentFor(greeted, server)
 }
 
@@ -154,13 +159,20 @@ function greetingDefaults({ pool, options }: Arrival): ReadonlyMap<string, strin
   return options.nameCheckDue() ? null : pool.serverDefaults
 }
 
-/** A server connection lent before the greeting, the table-name check run on it if due. */
-async function lendForGreeting({ connection, pool, context, options }: Arrival) {
+/** A server connection lent to the client, once one is free; it may have left meanwhile. */
+async function lendTo({ connection, pool }: Arrival): Promise<ServerConnection> {
   const server = await pool.checkout()
   if (connection.closed) {
     pool.checkin(server)
     throw new Error('client left while waiting for a server connection')
   }
+  return server
+}
+
+/** A server connection lent before the greeting, the table-name check run on it if due. */
+async function lendForGreeting(arrival: Arrival): Promise<ServerConnection> {
+  const { pool, context, options } = arrival
+  const server = await lendTo(arrival)
   await runNameCheck(pool, server, options.nameCheck?.() ?? null, context.ownStatementTimeoutMs)
   return server
 }
@@ -202,37 +214,20 @@ interface Greeted {
  */
 async function lendAfterGreeting(arrival: Arrival, greeted: Greeted): Promise<PooledClient> {
   const { connection, pool, settings, context, options } = arrival
-  let server: ServerConnection
   try {
-    server = await pool.checkout()
-  } catch (err) {
-    context.cancelKeys.forget(greeted.client.cancelKey)
-    throw err
-  }
-  greeted.client.held.server = server
-  const applied = settingsToApply(server, settings)
-  const statuses = greetingStatuses(server.parameters, applied)
-  const changed = statusChanges(greeted.statuses.pairs, statuses.pairs)
-  const refusal = changed && options.fencing() && nonConformingStrings(statuses.scs)
-  if (refusal || connection.closed) {
-    context.cancelKeys.forget(greeted.client.cancelKey)
-    pool.checkin(server)
-    throw refusal || new Error('client left while waiting for a server connection')
-  }
-  if (changed) connection.write(changed)
-  await applyOrForget(arrival, greeted, server, applied)
-  return lentFor(greeted, server)
-}
-
-/** Applies the client's settings on its connection; its cancel key is forgotten if that fails. */
-async function applyOrForget(
-  { pool, context }: Arrival,
-  greeted: Greeted,
-  server: ServerConnection,
-  applied: [string, string][],
-): Promise<void> {
-  try {
+    const server = await lendTo(arrival)
+    greeted.client.held.server = server
+    const applied = settingsToApply(server, settings)
+    const statuses = greetingStatuses(server.parameters, applied)
+    const changed = statusChanges(greeted.statuses.pairs, statuses.pairs)
+    const refusal = changed && options.fencing() && nonConformingStrings(statuses.scs)
+    if (refusal) {
+      pool.checkin(server)
+      throw refusal
+    }
+    if (changed) connection.write(changed)
     await applySettings(pool, server, applied, context.ownStatementTimeoutMs)
+    return lentFor(greeted, server)
   } catch (err) {
     context.cancelKeys.forget(greeted.client.cancelKey)
     throw err
