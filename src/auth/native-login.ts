@@ -7,7 +7,7 @@ import type {
   LoginWatch,
   LoginWatchControl,
 } from '../client/client-connection.js'
-import type { Handshake } from '../client/startup-handshake.js'
+import type { Handshake, StartupHandshake } from '../client/startup-handshake.js'
 import type { AuthenticatedConnection } from './connection-login.js'
 import { scramAuthenticated } from './client-authenticator.js'
 import type { Secret } from './secret.js'
@@ -160,15 +160,20 @@ export class NativeLogins {
   /**
    * Runs a client's login on the connection's descriptor, which nothing else may read meanwhile.
    * Resolves with how it ended; a connection closed meanwhile (a startup timeout, a shutdown)
-   * ends it Closed.
+   * ends it Closed. `keepWatch`: an authenticated login goes on watching the descriptor, for a
+   * relay to take over; without it (a TLS channel's plaintext end, which the relay leaves for
+   * the TLS connection itself) its duplicate is closed at once.
    */
-  login(connection: ClientConnection): Promise<NativeLoginResult> {
+  login(connection: ClientConnection, keepWatch = true): Promise<NativeLoginResult> {
     const fd = connection.descriptor()
     if (fd === null) return Promise.resolve({ outcome: LoginOutcome.Closed })
     return new Promise((resolve) => {
       const login = addon!.loginStart(this.logins, fd, (...args) => {
         stopWatching()
-        if (args[0] === LoginOutcome.Authenticated) connection.keepLoginWatch(login, watchControl)
+        if (args[0] === LoginOutcome.Authenticated) {
+          if (keepWatch) connection.keepLoginWatch(login, watchControl)
+          else addon!.loginClose(login)
+        }
         resolve(loginResult(...args))
       })
       const stopWatching = connection.onClose(() => {
@@ -180,8 +185,8 @@ export class NativeLogins {
 }
 
 /** A startup handshake, and the client's authentication when the login in C did it. */
-export interface StartupAfterLogin {
-  handshake: Handshake
+export interface StartupAfterLogin<H = Handshake> {
+  handshake: H
   login?: AuthenticatedConnection
 }
 
@@ -190,12 +195,12 @@ export interface StartupAfterLogin {
  * refusal as the error to send, a fallback through `runStartup` with the bytes C read.
  * `secretOf`: the user's secret, which the verifier C checked was made from.
  */
-export async function startupAfterNativeLogin(
+export async function startupAfterNativeLogin<H = Handshake>(
   connection: ClientConnection,
   result: NativeLoginResult,
-  runStartup: (received: Buffer) => Promise<Handshake>,
+  runStartup: (received: Buffer) => Promise<H>,
   secretOf: (user: string) => Secret | null,
-): Promise<StartupAfterLogin> {
+): Promise<StartupAfterLogin<H | StartupHandshake>> {
   switch (result.outcome) {
     case LoginOutcome.Fallback:
       return { handshake: await runStartup(result.rest) }

@@ -77,10 +77,14 @@ export class ClientConnection {
    * A client socket on an accepted handle or a descriptor (the plaintext end of a TLS channel
    * in the addon) that reads into one buffer of its own (Node's `onread`, from a pool; see
    * ReadBufferPool), which skips the stream machinery and an allocation on every read.
+   * `paused`: it reads only once resumed (a login in C reads the descriptor first).
    */
-  static readingIntoBuffer(source: { handle: unknown } | { fd: number }): ClientConnection {
+  static readingIntoBuffer(
+    source: { handle: unknown } | { fd: number },
+    paused = false,
+  ): ClientConnection {
     const connection = new ClientConnection(null)
-    connection.adopt(connection.readingSocket(source, false))
+    connection.adopt(connection.readingSocket(source, paused))
     return connection
   }
 

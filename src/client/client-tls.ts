@@ -36,7 +36,7 @@ export interface ClientTls {
  */
 const nativeClientTls =
   (context: NativeTlsContext): StartClientTls =>
-  async (raw) => {
+  async (raw, paused = false) => {
     const gone = new AbortController()
     const onClose = () => gone.abort()
     raw.once('close', onClose)
@@ -47,7 +47,7 @@ const nativeClientTls =
         context,
         '',
         gone.signal,
-        (fd) => (plaintext = ClientConnection.readingIntoBuffer({ fd })).socket,
+        (fd) => (plaintext = ClientConnection.readingIntoBuffer({ fd }, paused)).socket,
       )
     } catch (err) {
       raw.off('close', onClose)

@@ -5,11 +5,13 @@ import { ANSWER_NO, runStartupHandshake } from '../client/startup-handshake.js'
 import { decodeStartupPacket } from '../wire/startup-packet.js'
 import { SASL_OFFER, verifierFor } from '../auth/client-authenticator.js'
 import type { ScramVerifier } from '../auth/scram.js'
+import type { Secret } from '../auth/secret.js'
 import {
   NativeLogins,
   nativeLoginAvailable,
   startupAfterNativeLogin,
   type NativeLoginResult,
+  type StartupAfterLogin,
 } from '../auth/native-login.js'
 import { NativeAcceptor, nativeAcceptAvailable } from '../auth/native-accept.js'
 import { LoginOutcome } from '../auth/login-codes.js'
@@ -212,6 +214,25 @@ export async function startProxy(
   }
 
   /**
+   * A client's login in C inside the TLS its handshake in C set up, on the channel's plaintext
+   * end, as on a plain connection; what C leaves to JavaScript goes on there, inside TLS. The
+   * watch is not kept: the relay reads the TLS connection itself, not the plaintext end.
+   */
+  async function loginInsideTls(
+    connection: ClientConnection,
+    onEncrypted: (socket: net.Socket) => void,
+    secretOf: (user: string) => Secret | null,
+  ): Promise<StartupAfterLogin> {
+    return startupAfterNativeLogin(
+      connection,
+      await nativeLogins!.login(connection, false),
+      (received) =>
+        runStartupHandshake(connection, undefined, onEncrypted, { received, encrypted: true }),
+      secretOf,
+    )
+  }
+
+  /**
    * Serves a client from its startup on. `login`: how its login in C ended, or will, or null when
    * JavaScript reads the startup itself. `timeoutMs`: what is left of the startup timeout; null
    * once the client has authenticated (waiting for a server connection is pool.waitTimeoutMs's).
@@ -235,14 +256,24 @@ export async function startProxy(
     let upstreamLogin: UpstreamLogin | undefined
     try {
       const onEncrypted = (socket: net.Socket) => (secure = socket)
-      const { handshake, login: authenticated } = !login
+      const secretOf = (user: string) => pooling!.credentials.fromFile(user)
+      // A login begun in C (its handshake in C too) goes on in C inside TLS: see loginInsideTls.
+      const outside = !login
         ? { handshake: await runStartupHandshake(accepted, ownTls?.start, onEncrypted) }
         : await startupAfterNativeLogin(
             accepted,
             await login,
-            (received) => runStartupHandshake(accepted, ownTls?.start, onEncrypted, received),
-            (user) => pooling!.credentials.fromFile(user),
+            (received) =>
+              runStartupHandshake(accepted, ownTls?.start, onEncrypted, {
+                received,
+                stopInsideTls: true,
+              }),
+            secretOf,
           )
+      const { handshake, login: authenticated } =
+        outside.handshake.kind === 'encrypted'
+          ? await loginInsideTls(outside.handshake.connection, onEncrypted, secretOf)
+          : { handshake: outside.handshake, login: outside.login }
       if (handshake.kind === 'cancel') {
         clearTimeout(startupTimer)
         accepted.destroy()
