@@ -17,33 +17,22 @@ export type Handshake =
     }
   | { kind: 'cancel'; bytes: Buffer }
 
-/** The TLS handshake done and nothing read inside it yet (StartupOptions.stopInsideTls). */
-export interface Encrypted {
-  kind: 'encrypted'
-  /** The client inside TLS, its socket not reading. */
-  connection: ClientConnection
-}
-
 export interface StartupOptions {
   /** Bytes the client sent that were read already (by the login in C); the socket reads on. */
   received?: Buffer
-  /** The connection is inside TLS already: a further encryption request is refused. */
+  /** The connection is inside TLS already: an encryption request is refused. */
   encrypted?: boolean
-  /** Return at once when the client is inside TLS, for a login in C to read on there. */
-  stopInsideTls?: boolean
 }
 
 export type StartupHandshake = Extract<Handshake, { kind: 'startup' }>
 
-const ANSWER_YES = Buffer.from([SSL_ACCEPTED])
+/** The answer to an encryption request pgfence takes up: TLS follows. */
+export const ANSWER_YES = Buffer.from([SSL_ACCEPTED])
 /** The answer to an encryption request pgfence does not take up: go on in plaintext. */
 export const ANSWER_NO = Buffer.from([SSL_REFUSED])
 
-/**
- * Runs the server side of a TLS handshake on a client's socket: the connection to speak on next.
- * `paused`: its socket does not read until resumed (a login in C reads its descriptor first).
- */
-export type StartClientTls = (raw: net.Socket, paused?: boolean) => Promise<ClientConnection>
+/** Runs the server side of a TLS handshake on a client's socket: the connection to speak on next. */
+export type StartClientTls = (raw: net.Socket) => Promise<ClientConnection>
 
 /**
  * Runs the client's side of the startup: encryption requests (TLS when configured, GSS never),
@@ -54,20 +43,8 @@ export async function runStartupHandshake(
   startTls: StartClientTls | undefined,
   /** Told when the conversation moves into TLS, so errors are sent on the right layer. */
   onEncrypted: (socket: net.Socket) => void,
-  options: StartupOptions & { stopInsideTls: true },
-): Promise<Handshake | Encrypted>
-export async function runStartupHandshake(
-  raw: ClientConnection,
-  startTls: StartClientTls | undefined,
-  onEncrypted: (socket: net.Socket) => void,
-  options?: Omit<StartupOptions, 'stopInsideTls'>,
-): Promise<Handshake>
-export async function runStartupHandshake(
-  raw: ClientConnection,
-  startTls: StartClientTls | undefined,
-  onEncrypted: (socket: net.Socket) => void,
-  { received, encrypted: inside = false, stopInsideTls = false }: StartupOptions = {},
-): Promise<Handshake | Encrypted> {
+  { received, encrypted: inside = false }: StartupOptions = {},
+): Promise<Handshake> {
   let connection = raw
   let reader = new StartupReader(connection)
   if (received) {
@@ -95,9 +72,8 @@ export async function runStartupHandshake(
       raw.release()
       // Flushed before the handshake: a native one takes the descriptor over.
       await new Promise((resolve) => raw.socket.write(ANSWER_YES, resolve))
-      connection = await startTls(raw.socket as net.Socket, stopInsideTls)
+      connection = await startTls(raw.socket as net.Socket)
       onEncrypted(connection.socket)
-      if (stopInsideTls) return { kind: 'encrypted', connection }
       reader = new StartupReader(connection)
       encrypted = true
     } else {

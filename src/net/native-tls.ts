@@ -8,8 +8,8 @@ import { descriptorOf, stopReading } from './socket-handle.js'
  * can be relayed natively: C takes a TCP socket over after the plaintext SSLRequest/'S'
  * exchange, runs the handshake with OpenSSL (the one Node itself carries), and gives back a
  * plaintext socket, the end of a socketpair it pumps to and from the TLS connection. The login
- * runs on that socket unchanged; the native relay later reads and writes the TLS connection
- * itself (relay({ clientTls, serverTls })).
+ * runs on that socket as on a plain one (a pooled client's in C, on its descriptor); the native
+ * relay later reads and writes the TLS connection itself (relay({ clientTls, serverTls })).
  */
 
 /** An opaque OpenSSL context: the settings of one leg. */
@@ -101,6 +101,17 @@ export function startNativeTls(
   const fd = descriptorOf(socket)
   if (fd === null) return Promise.reject(new Error('the connection was closed'))
   stopReading(socket)
+  return startNativeTlsOn(fd, context, host, abort, open)
+}
+
+/** As startNativeTls, on a descriptor no socket reads. */
+export function startNativeTlsOn(
+  fd: number,
+  context: NativeTlsContext,
+  host: string,
+  abort?: AbortSignal,
+  open: (fd: number) => net.Socket = plainSocket,
+): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
     const onAbort = () => channel.close()
     const channel = addon!.tlsStart(context, fd, host, (error, plaintextFd, peerClosed) => {

@@ -2,7 +2,7 @@ import net from 'node:net'
 import type { Config } from '../config/schema.js'
 import { createLogger, lazyChild, type LevelLogger, type Logger } from '../log.js'
 import { ANSWER_NO, runStartupHandshake } from '../client/startup-handshake.js'
-import { decodeStartupPacket } from '../wire/startup-packet.js'
+import { decodeStartupPacket, isSslRequestAlone } from '../wire/startup-packet.js'
 import { SASL_OFFER, verifierFor } from '../auth/client-authenticator.js'
 import type { ScramVerifier } from '../auth/scram.js'
 import type { Secret } from '../auth/secret.js'
@@ -214,15 +214,17 @@ export async function startProxy(
   }
 
   /**
-   * A client's login in C inside the TLS its handshake in C set up, on the channel's plaintext
-   * end, as on a plain connection; what C leaves to JavaScript goes on there, inside TLS. The
-   * watch is not kept: the relay reads the TLS connection itself, not the plaintext end.
+   * A client's login in C inside the TLS its handshake in C set up (the login outside handed its
+   * SSLRequest over alone), on the channel's plaintext end, as on a plain connection; what C
+   * leaves to JavaScript goes on there, inside TLS. The watch is not kept: the relay reads the
+   * TLS connection itself, not the plaintext end.
    */
   async function loginInsideTls(
     connection: ClientConnection,
     onEncrypted: (socket: net.Socket) => void,
     secretOf: (user: string) => Secret | null,
   ): Promise<StartupAfterLogin> {
+    onEncrypted(connection.socket)
     return startupAfterNativeLogin(
       connection,
       await nativeLogins!.login(connection, false),
@@ -257,23 +259,17 @@ export async function startProxy(
     try {
       const onEncrypted = (socket: net.Socket) => (secure = socket)
       const secretOf = (user: string) => pooling!.credentials.fromFile(user)
-      // A login begun in C (its handshake in C too) goes on in C inside TLS: see loginInsideTls.
-      const outside = !login
+      const result = await login
+      const { handshake, login: authenticated } = !result
         ? { handshake: await runStartupHandshake(accepted, ownTls?.start, onEncrypted) }
-        : await startupAfterNativeLogin(
-            accepted,
-            await login,
-            (received) =>
-              runStartupHandshake(accepted, ownTls?.start, onEncrypted, {
-                received,
-                stopInsideTls: true,
-              }),
-            secretOf,
-          )
-      const { handshake, login: authenticated } =
-        outside.handshake.kind === 'encrypted'
-          ? await loginInsideTls(outside.handshake.connection, onEncrypted, secretOf)
-          : { handshake: outside.handshake, login: outside.login }
+        : ownTls?.startOnDescriptor && sslRequestAlone(result)
+          ? await loginInsideTls(await ownTls.startOnDescriptor(accepted), onEncrypted, secretOf)
+          : await startupAfterNativeLogin(
+              accepted,
+              result,
+              (received) => runStartupHandshake(accepted, ownTls?.start, onEncrypted, { received }),
+              secretOf,
+            )
       if (handshake.kind === 'cancel') {
         clearTimeout(startupTimer)
         accepted.destroy()
@@ -600,6 +596,11 @@ export async function startProxy(
 function startupLeft(result: NativeLoginResult, remainingMs: number): number | null {
   if (result.outcome === LoginOutcome.TimedOut) return 0
   return result.outcome === LoginOutcome.Authenticated ? null : Math.max(1, remainingMs)
+}
+
+/** The login in C left JavaScript a client's SSLRequest, with nothing after it. */
+function sslRequestAlone(result: NativeLoginResult): boolean {
+  return result.outcome === LoginOutcome.Fallback && isSslRequestAlone(result.rest)
 }
 
 /**

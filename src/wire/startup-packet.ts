@@ -1,6 +1,7 @@
 import {
   CANCEL_REQUEST_CODE,
   CANCEL_REQUEST_LENGTH,
+  ENCRYPTION_REQUEST_LENGTH,
   GSSENC_REQUEST_CODE,
   MAX_STARTUP_PACKET,
   MIN_STARTUP_PACKET,
@@ -77,4 +78,13 @@ export function encodeRequestCode(code: number): Buffer {
   packet.writeUInt32BE(8, 0)
   packet.writeUInt32BE(code, 4)
   return packet
+}
+
+/** Whether `bytes` are one SSLRequest and nothing more. */
+export function isSslRequestAlone(bytes: Buffer): boolean {
+  return (
+    bytes.length === ENCRYPTION_REQUEST_LENGTH &&
+    bytes.readUInt32BE(0) === ENCRYPTION_REQUEST_LENGTH &&
+    bytes.readUInt32BE(4) === SSL_REQUEST_CODE
+  )
 }

@@ -13,7 +13,13 @@ import { startTestProxy, type TestProxy } from '../support/proxy.js'
 import { descriptorsOf } from '../support/descriptors.js'
 import { POOL_PASSWORD, writeUserlist } from '../support/pool-auth.js'
 import { pgBin, runCommand } from '../e2e/support/commands.js'
-import { backendMessages, connectRaw, errorCode, sslRequest } from '../e2e/support/wire.js'
+import {
+  backendMessages,
+  closedWithin,
+  connectRaw,
+  errorCode,
+  sslRequest,
+} from '../e2e/support/wire.js'
 
 /**
  * With its TLS handshake in C, a pooled client's login inside TLS runs in C too, on the
@@ -169,6 +175,15 @@ describe('what the login in C leaves to JavaScript goes on inside TLS', () => {
     await vi.waitFor(() => expect(proxy.connectionCount()).toBe(1))
     await once(secure, 'close')
     await vi.waitFor(() => expect(proxy.connectionCount()).toBe(0))
+  })
+
+  test('bytes sent with the SSLRequest, before its answer, are refused (08P01) in plaintext', async () => {
+    const raw = await connectRaw(proxy.port)
+    raw.write(Buffer.concat([sslRequest(), Buffer.from('stray bytes')]))
+    const { received } = await closedWithin(raw, 5000)
+    const [error] = backendMessages(received)
+    expect(error && errorCode(error)).toBe('08P01')
+    expect(received.toString('latin1')).toContain('received unencrypted data after SSL request')
   })
 
   test('a second SSLRequest inside TLS is refused (08P01)', async () => {
