@@ -181,7 +181,10 @@ describe('a session pool of 3 reloaded to 1, then to 2', () => {
     const waiting = connect(proxy)
     await waitFor(async () => (await pool(proxy)).cl_waiting === '1', { what: 'a waiter' })
     await reload({ pool: { mode: 'session', size: 2 } })
-    clients.push(await waiting)
+    const next = await waiting
+    clients.push(next)
+    // Greeted from the pool first, it is lent its connection right after: its query runs there.
+    expect(await sqlstateOf(next.query('SELECT 1'))).toBe('ok')
     expect(await pool(proxy)).toMatchObject({ sv_active: '2', cl_waiting: '0' })
   })
 })
