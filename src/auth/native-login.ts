@@ -7,7 +7,7 @@ import type {
   LoginWatch,
   LoginWatchControl,
 } from '../client/client-connection.js'
-import type { Handshake, StartupHandshake } from '../client/startup-handshake.js'
+import type { Handshake } from '../client/startup-handshake.js'
 import type { AuthenticatedConnection } from './connection-login.js'
 import { scramAuthenticated } from './client-authenticator.js'
 import type { Secret } from './secret.js'
@@ -185,8 +185,8 @@ export class NativeLogins {
 }
 
 /** A startup handshake, and the client's authentication when the login in C did it. */
-export interface StartupAfterLogin<H = Handshake> {
-  handshake: H
+export interface StartupAfterLogin {
+  handshake: Handshake
   login?: AuthenticatedConnection
 }
 
@@ -195,12 +195,12 @@ export interface StartupAfterLogin<H = Handshake> {
  * refusal as the error to send, a fallback through `runStartup` with the bytes C read.
  * `secretOf`: the user's secret, which the verifier C checked was made from.
  */
-export async function startupAfterNativeLogin<H = Handshake>(
+export async function startupAfterNativeLogin(
   connection: ClientConnection,
   result: NativeLoginResult,
-  runStartup: (received: Buffer) => Promise<H>,
+  runStartup: (received: Buffer) => Promise<Handshake>,
   secretOf: (user: string) => Secret | null,
-): Promise<StartupAfterLogin<H | StartupHandshake>> {
+): Promise<StartupAfterLogin> {
   switch (result.outcome) {
     case LoginOutcome.Fallback:
       return { handshake: await runStartup(result.rest) }
