@@ -177,6 +177,26 @@ describe('what the login in C leaves to JavaScript goes on inside TLS', () => {
     await vi.waitFor(() => expect(proxy.connectionCount()).toBe(0))
   })
 
+  test('garbage for a ClientHello, or for a StartupMessage inside TLS, closes the connection; the next client logs in', async () => {
+    const raw = await connectRaw(proxy.port)
+    raw.write(sslRequest())
+    await once(raw, 'data')
+    raw.write(Buffer.from('GET / HTTP/1.1\r\nHost: pgfence\r\n\r\n'))
+    await closedWithin(raw, 5000)
+    const secure = await insideTls()
+    secure.on('error', () => {})
+    secure.write(Buffer.from([0xff, 0xff, 0xff, 0xff, 0, 3, 0, 0]))
+    await once(secure, 'close')
+    const client = new pg.Client({
+      connectionString: proxy.url('postgres', db.name, POOL_PASSWORD),
+      ssl: SSL,
+    })
+    await client.connect()
+    expect((await client.query('SELECT 3 AS v')).rows).toEqual([{ v: 3 }])
+    await client.end()
+    await vi.waitFor(() => expect(proxy.connectionCount()).toBe(0))
+  })
+
   test('bytes sent with the SSLRequest, before its answer, are refused (08P01) in plaintext', async () => {
     const raw = await connectRaw(proxy.port)
     raw.write(Buffer.concat([sslRequest(), Buffer.from('stray bytes')]))
