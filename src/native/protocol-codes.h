@@ -13,9 +13,6 @@
 #define MAX_STARTUP_PACKET 10000
 #define CANCEL_REQUEST_LENGTH 16
 
-/* An SSLRequest (or GSSENCRequest): its length and its code, nothing else. */
-#define ENCRYPTION_REQUEST_LENGTH 8
-
 /* Typed messages: one type byte, then an int32 length that counts itself. */
 #define HEADER_BYTES 5
 

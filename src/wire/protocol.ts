@@ -9,8 +9,6 @@ export const PROTOCOL_3_MAJOR = 3
 export const MIN_STARTUP_PACKET = 8
 export const MAX_STARTUP_PACKET = 10000
 export const CANCEL_REQUEST_LENGTH = 16
-/** An SSLRequest (or GSSENCRequest): its length and its code, nothing else. */
-export const ENCRYPTION_REQUEST_LENGTH = 8
 
 /** Typed messages: one type byte, then an int32 length that counts itself. */
 export const HEADER_BYTES = 5

@@ -1,7 +1,6 @@
 import {
   CANCEL_REQUEST_CODE,
   CANCEL_REQUEST_LENGTH,
-  ENCRYPTION_REQUEST_LENGTH,
   GSSENC_REQUEST_CODE,
   MAX_STARTUP_PACKET,
   MIN_STARTUP_PACKET,
@@ -80,11 +79,9 @@ export function encodeRequestCode(code: number): Buffer {
   return packet
 }
 
+const SSL_REQUEST = encodeRequestCode(SSL_REQUEST_CODE)
+
 /** Whether `bytes` are one SSLRequest and nothing more. */
 export function isSslRequestAlone(bytes: Buffer): boolean {
-  return (
-    bytes.length === ENCRYPTION_REQUEST_LENGTH &&
-    bytes.readUInt32BE(0) === ENCRYPTION_REQUEST_LENGTH &&
-    bytes.readUInt32BE(4) === SSL_REQUEST_CODE
-  )
+  return bytes.equals(SSL_REQUEST)
 }
