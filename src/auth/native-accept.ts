@@ -78,11 +78,15 @@ export class NativeAcceptor {
 
   private constructor(private readonly acceptor: Acceptor) {}
 
-  /** Null when the addon was built without accepting. */
+  /**
+   * Null when the addon was built without accepting. `lentClientsReadAgain`: a lent client's
+   * descriptor is JavaScript's own duplicate (LinkShelf.lendingTo), read once the relay stops.
+   */
   static create(
     logins: NativeLogins,
     onLogin: AcceptedLogin,
     onLent: LentLogin,
+    lentClientsReadAgain = false,
   ): NativeAcceptor | null {
     if (!addon) return null
     const peerName = addon.peerName
@@ -90,7 +94,8 @@ export class NativeAcceptor {
       logins.logins,
       (outcome, bytes, failure, detail, fd, login, remainingMs, relay, link) => {
         const lent = outcome === LoginOutcome.Lent
-        const connection = ClientConnection.onDescriptor(fd, peerName, lent)
+        const relayed = lent && !lentClientsReadAgain
+        const connection = ClientConnection.onDescriptor(fd, peerName, relayed)
         if (lent) return onLent(connection, relay!, link!)
         if (login) connection.keepLoginWatch(login, watchControl)
         onLogin(connection, loginResult(outcome, bytes, failure, detail), remainingMs)

@@ -260,8 +260,8 @@ static void report_accepted(login_t *login, int outcome, const uint8_t *keys, in
 }
 
 /* An accepted login lent a server connection (login-lend.c), told as LENT with the relay and
- * the link, and the client's descriptor, which stays the relay's (JavaScript neither reads nor
- * closes it); JavaScript answers with the relay's callbacks. Anything that fails closes the
+ * the link, and the client's descriptor as the lender gives it (the relay's, or a duplicate for
+ * JavaScript); JavaScript answers with the relay's callbacks. Anything that fails closes the
  * client. */
 static void report_lent(login_t *login, void *lease) {
   const login_lender_t *lender = login->setup->lender;
@@ -279,7 +279,7 @@ static void report_lent(login_t *login, void *lease) {
     napi_get_undefined(env, &argv[1]);
     napi_create_int32(env, 0, &argv[2]);
     napi_create_int32(env, 0, &argv[3]);
-    napi_create_int32(env, login->side.io.fd, &argv[4]);
+    napi_create_int32(env, lender->descriptor(lease, login->side.io.fd), &argv[4]);
     napi_get_undefined(env, &argv[5]);
     napi_create_double(env, end.remaining_ms, &argv[6]);
     napi_get_reference_value(env, end.callback, &fn);

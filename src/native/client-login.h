@@ -64,6 +64,10 @@ typedef struct {
   int (*values)(void *lease, napi_env env, napi_value out[2]);
   /* JavaScript's answer to the report (its callbacks, or undefined when it threw). */
   void (*answered)(void *lease, napi_value answer);
+  /* The client's descriptor for JavaScript, the login's being `own`: that one, which stays the
+   * relay's, or a duplicate made at the lend, which is JavaScript's to read once the relay stops
+   * and to close. */
+  int (*descriptor)(void *lease, int own);
 } login_lender_t;
 
 /* Logins accepted from now on may be lent through `lender` (NULL: none is). */

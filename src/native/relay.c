@@ -1308,6 +1308,7 @@ NAPI_MODULE_INIT() {
                                                {"loginsLend", js_logins_lend},
                                                {"linkClose", js_link_close},
                                                {"linkResetting", js_link_resetting},
+                                               {"linkWatch", js_link_watch},
                                                {"releaseFreeMemory", js_release_free_memory},
                                                {"relayProgressSlots", js_relay_progress_slots}};
   define_functions(env, exports, functions, sizeof functions / sizeof *functions);

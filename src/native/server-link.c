@@ -277,6 +277,40 @@ napi_value js_link_close(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* A link on an idle server connection's descriptor, for a connection that JavaScript relayed
+ * last (a transaction pool's): C watches a duplicate, as after a clean reset, until a relay
+ * takes it over or it ends (`on_event` is told ENDED then). */
+napi_value js_link_watch(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2], value = NULL;
+  int32_t fd = -1;
+  uv_loop_t *loop = NULL;
+  napi_valuetype type = napi_undefined;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 ||
+      napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0 ||
+      napi_typeof(env, argv[1], &type) != napi_ok || type != napi_function ||
+      napi_get_uv_event_loop(env, &loop) != napi_ok)
+    return throw_error(env, "pgfence link: linkWatch(fd, onEvent)");
+  server_link_t *link = link_new(env);
+  if (!link) return throw_error(env, "pgfence link: out of memory");
+  link->side.io.fd = dup(fd);
+  if (link->side.io.fd < 0 || uv_poll_init(loop, &link->side.poll, link->side.io.fd) != 0) {
+    if (link->side.io.fd >= 0) close(link->side.io.fd);
+    link_free_unopened(link);
+    return throw_error(env, "pgfence link: the descriptor cannot be watched");
+  }
+  link->side.poll.data = &link->side;
+  value = link_keep(link);
+  if (!value) {
+    uv_close((uv_handle_t *)&link->side.poll, on_closed);
+    return throw_error(env, "pgfence link: out of memory");
+  }
+  napi_create_reference(env, argv[1], 1, &link->on_event);
+  link->state = WAITING;
+  watch(link);
+  return value;
+}
+
 napi_value js_link_resetting(napi_env env, napi_callback_info info) {
   server_link_t *link = tagged_argument(env, info, &LINK_TAG);
   napi_value result;

@@ -18,6 +18,9 @@
  *     anything. The link is closed after FAILED and ENDED.
  *   linkClose(link): closes the link's descriptor (the Node socket's own stays open)
  *   linkResetting(link) → whether its reset is under way
+ *   linkWatch(fd, onEvent) → a waiting link on an idle connection's descriptor that JavaScript
+ *     relayed last (its socket stopped): onEvent(LINK_EVENT_ENDED) if the server closes or
+ *     sends anything before a relay takes it; the link is closed then
  */
 #ifndef PGFENCE_SERVER_LINK_H
 #define PGFENCE_SERVER_LINK_H
@@ -76,5 +79,6 @@ void link_handle_closed(server_link_t *link);
 napi_value js_link_reset(napi_env env, napi_callback_info info);
 napi_value js_link_close(napi_env env, napi_callback_info info);
 napi_value js_link_resetting(napi_env env, napi_callback_info info);
+napi_value js_link_watch(napi_env env, napi_callback_info info);
 
 #endif

@@ -255,6 +255,11 @@ export class Pool {
     return true
   }
 
+  /** Whether `connection` is idle here now. */
+  holdsIdle(connection: ServerConnection): boolean {
+    return this.idle.lastIndexOf(connection) >= 0
+  }
+
   /** The lender lent an idle connection: a client holds it now, as if checked out. */
   lentOutside(connection: ServerConnection): void {
     const at = this.idle.lastIndexOf(connection)

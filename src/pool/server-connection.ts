@@ -20,7 +20,9 @@ import {
 import type { UpstreamNode } from '../upstream/upstream-node.js'
 import type { Config } from '../config/schema.js'
 import { retakePresenceSql } from '../schema/proxy-presence.js'
-import { resumeReading } from '../net/socket-handle.js'
+import { resumeReading, stopReading } from '../net/socket-handle.js'
+import { nativeTlsChannel } from '../net/native-tls.js'
+import { plainDescriptor } from '../relay/native-relay.js'
 import { ServerLink, type LinkEventHandler, type ServerLinkHandle } from '../relay/server-link.js'
 
 /** Server messages pgfence reads while it drives a connection itself are small. */
@@ -138,6 +140,19 @@ export class ServerConnection {
   /** The link, while C watches the connection idle after a clean reset (lending in C). */
   waitingLink(): ServerLinkHandle | null {
     return this.link?.waitingHandle() ?? null
+  }
+
+  /**
+   * The link, C watching the idle connection from now on, for one JavaScript relayed last (a
+   * transaction pool's) to be lent in C; null when it cannot be: TLS, or bytes not yet taken.
+   */
+  watchInC(): ServerLinkHandle | null {
+    if (this.link) return this.waitingLink()
+    const fd = nativeTlsChannel(this.socket) ? null : plainDescriptor(this.socket)
+    if (fd === null || !ServerLink.canWatch) return null
+    stopReading(this.socket, false)
+    this.link = ServerLink.watching(fd, () => this.socket.destroy())
+    return this.waitingLink()
   }
 
   /** pgfence reads the connection itself from here on: the link, if any, lets it go. */
@@ -297,6 +312,15 @@ export class ServerConnection {
       this.forgetSession()
       done(true)
     })
+  }
+
+  /**
+   * A transaction pool's connection whose reset goes out from C (lending in C): nothing prepared
+   * after it, and `settings` applied as transaction pooling notes them.
+   */
+  resetTo(settings: ReadonlyMap<string, string>): void {
+    this.forgetSession()
+    this.settings = new Map(settings)
   }
 
   /**

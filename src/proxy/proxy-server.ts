@@ -49,9 +49,10 @@ import {
   lendServer,
   startSessionClient,
   startTransactionClient,
+  type GreetedClient,
   type PooledClient,
 } from '../session/pooled-startup.js'
-import { startTransactionSession } from '../session/transaction-session.js'
+import { transactionSession, type TransactionSession } from '../session/transaction-session.js'
 import { LendingInC, type LoginProfile } from '../session/lent-in-c.js'
 import { LinkShelf } from '../relay/link-shelf.js'
 import type { CompiledRelayHandle, ServerLinkHandle } from '../native-addon.js'
@@ -132,6 +133,7 @@ export async function startProxy(
   )
   followFailovers(upstream, registry, pooling?.pools ?? null, () => metrics.failover(), logger)
 
+  const transactionPooling = pooling !== null && live.config.pool.mode === 'transaction'
   const nativeLogins =
     pooling &&
     nativeRelay &&
@@ -148,12 +150,10 @@ export async function startProxy(
       (connection, result, remainingMs) =>
         admit(connection, result, startupLeft(result, remainingMs)),
       (connection, relay, link) => lentInC(connection, relay, link),
+      transactionPooling,
     )
-  /** Session pools' idle connections lent in C to the logins accepted there. */
-  const shelf =
-    acceptor && live.config.pool.mode === 'session'
-      ? LinkShelf.lendingTo(nativeLogins.logins)
-      : null
+  /** The pools' idle connections lent in C to the logins accepted there. */
+  const shelf = acceptor && LinkShelf.lendingTo(nativeLogins.logins, transactionPooling)
   const lending =
     shelf &&
     new LendingInC(
@@ -161,6 +161,7 @@ export async function startProxy(
       pooling!,
       live.settings,
       (database) => live.settings.current.nameChecks?.dueInMs(database) ?? Infinity,
+      transactionPooling,
     )
   if (lending) {
     pooling!.pools.lender = lending
@@ -314,24 +315,23 @@ export async function startProxy(
         authenticated: () => clearTimeout(startupTimer),
         login: authenticated,
       }
-      if (pooling && live.config.pool.mode === 'transaction') {
+      if (transactionPooling) {
         const pooled = await startTransactionClient(
           handshake.connection,
           params,
-          pooling,
+          pooling!,
           pooledStart,
         )
-        return track(
-          startTransactionSession(handshake.connection, pooled, pooling, {
-            settings: sessionSettings,
-            logger: sessionLog,
-            onRejection: (code, table) => metrics.rejection(code, table),
-            nativeRelay,
-            cancelBackend: (key, server) => cancelBackend(server.node.config, key),
-            commitsMayWait: (server) => commitsMayWait(upstream, server.node),
-          }),
-          () => pooled.held.server?.node ?? null,
+        const profile = lending?.profile(handshake.packet.bytes, params) ?? null
+        const session = pooledTransactions(
+          handshake.connection,
+          pooled,
+          profile,
+          sessionSettings,
+          sessionLog,
         )
+        session.start(pooled.leftover)
+        return track(session, () => pooled.held.server?.node ?? null)
       }
       if (pooling) {
         const pooled = await startSessionClient(handshake.connection, params, pooling, pooledStart)
@@ -456,6 +456,29 @@ export async function startProxy(
   }
 
   /**
+   * A transaction-mode client's session, greeted already (`profile`: its StartupMessage's, for
+   * the connection it leaves to be lent in C to the next such client), not yet started.
+   */
+  function pooledTransactions(
+    connection: ClientConnection,
+    pooled: GreetedClient & Pick<PooledClient, 'backOnShelf'>,
+    profile: LoginProfile | null,
+    settings: SettingsHolder,
+    log: LevelLogger,
+  ): TransactionSession {
+    return transactionSession(connection, pooled, pooling!, {
+      settings,
+      logger: log,
+      onRejection: (code, table) => metrics.rejection(code, table),
+      nativeRelay,
+      cancelBackend: (key, server) => cancelBackend(server.node.config, key),
+      commitsMayWait: (server) => commitsMayWait(upstream, server.node),
+      leaving: profile ? (server) => lending!.left(pooled.pool, server, profile) : undefined,
+      backOnShelf: pooled.backOnShelf,
+    })
+  }
+
+  /**
    * A login in C lent a shelved connection (lending in C): greeted and relayed already, the
    * session starts here; returns the relay's callbacks (undefined: C closes it all).
    */
@@ -472,6 +495,13 @@ export async function startProxy(
     }
     const { pooled, profile } = lent
     const { log, track } = sessionOf(conn, profile.params, NOTHING_TO_DO)
+    if (transactionPooling) {
+      const { sessionSettings } = profile
+      const session = pooledTransactions(connection, pooled, profile, sessionSettings, log)
+      const callbacks = session.startLent(lentRelay(relay), pooled.server)
+      track(session, () => pooled.held.server?.node ?? null)
+      return callbacks
+    }
     const session = keptSession(
       connection,
       profile.params,

@@ -33,7 +33,7 @@ interface ShelfModule {
   ): boolean
   unshelve(shelf: Shelf, link: ServerLinkHandle): boolean
   linkResetting(link: ServerLinkHandle): boolean
-  loginsLend(logins: Logins, shelf: Shelf): void
+  loginsLend(logins: Logins, shelf: Shelf, clientReadsAgain: boolean): void
 }
 
 const addon =
@@ -47,11 +47,15 @@ const addon =
 export class LinkShelf {
   private constructor(private readonly shelf: Shelf) {}
 
-  /** A shelf the logins of `logins` are lent from; null when the addon was built without it. */
-  static lendingTo(logins: Logins): LinkShelf | null {
+  /**
+   * A shelf the logins of `logins` are lent from; null when the addon was built without it.
+   * `clientReadsAgain` (a transaction pool's): a lent client's descriptor is given to
+   * JavaScript as a duplicate, which it reads once the relay stops (NativeAcceptor).
+   */
+  static lendingTo(logins: Logins, clientReadsAgain: boolean): LinkShelf | null {
     if (!addon) return null
     const shelf = addon.linkShelf()
-    addon.loginsLend(logins, shelf)
+    addon.loginsLend(logins, shelf, clientReadsAgain)
     return new LinkShelf(shelf)
   }
 

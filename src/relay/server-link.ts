@@ -14,6 +14,7 @@ interface ServerLinkModule {
     onEvent: LinkEventHandler,
   ): void
   linkClose(link: ServerLinkHandle): void
+  linkWatch(fd: number, onEvent: LinkEventHandler): ServerLinkHandle
 }
 
 const addon = nativeAddon as ServerLinkModule | null
@@ -22,8 +23,8 @@ const EMPTY = Buffer.alloc(0)
 /**
  * A pooled server connection's descriptor that C went on watching when its client left cleanly
  * (src/native/server-link.h): C writes the reset and reads its answer, then watches the
- * connection until the next session's relay takes it (take) or it is closed. Its Node socket
- * does not read meanwhile.
+ * connection until the next session's relay takes it (take) or it is closed. A transaction
+ * pool's idle connection gets one as it is (watching). Its Node socket does not read meanwhile.
  */
 export class ServerLink {
   /** The link still holds the descriptor (not closed, not taken by a relay). */
@@ -35,6 +36,28 @@ export class ServerLink {
     private readonly handle: ServerLinkHandle,
     private readonly onEnd: () => void,
   ) {}
+
+  /** Whether links can be made on descriptors (the addon is loaded). */
+  static readonly canWatch = typeof addon?.linkWatch === 'function'
+
+  /**
+   * A link on the descriptor of an idle connection JavaScript relayed last (its socket stopped
+   * reading): it waits as after a clean reset; `onEnd` as the constructor's.
+   */
+  static watching(fd: number, onEnd: () => void): ServerLink {
+    const box: { link?: ServerLink } = {}
+    const handle = addon!.linkWatch(fd, () => box.link!.ended())
+    const link = (box.link = new ServerLink(handle, onEnd))
+    link.waiting = true
+    return link
+  }
+
+  /** C closed the waiting link: the server closed or sent something. */
+  private ended(): void {
+    const held = this.held
+    this.held = this.waiting = false
+    if (held) this.onEnd()
+  }
 
   /**
    * Writes `bytes` (`readyCount` simple Queries, the first a DISCARD ALL) and reads the answers:
@@ -77,11 +100,7 @@ export class ServerLink {
    */
   onShelf(): LinkEventHandler {
     this.waiting = true
-    return () => {
-      const held = this.held
-      this.held = this.waiting = false
-      if (held) this.onEnd()
-    }
+    return () => this.ended()
   }
 
   /** The handle while the link waits after a clean reset (it stays the link's); else null. */

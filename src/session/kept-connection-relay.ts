@@ -2,7 +2,7 @@ import type net from 'node:net'
 import type { ServerConnection } from '../pool/server-connection.js'
 import { RULE_WORDS } from '../pool/transaction-rules.js'
 import { resumeReading } from '../net/socket-handle.js'
-import type { SettingsHolder } from '../fencing/live-settings.js'
+import type { SessionSettings, SettingsHolder } from '../fencing/live-settings.js'
 import { idleBefore, observedTypes, type MaintenanceLog } from '../fencing/maintenance-log.js'
 import {
   asciiOnly,
@@ -10,6 +10,7 @@ import {
   type NativeRelay,
   type NativeRelayOptions,
   type NativeRelaySettings,
+  type RelayCallbacks,
 } from '../relay/native-relay.js'
 import type { RequestProgress, RequestTracker } from '../relay/request-progress.js'
 import { interceptedTypeChars } from '../relay/intercepted-types.js'
@@ -18,6 +19,10 @@ import { interceptedTypeChars } from '../relay/intercepted-types.js'
 export interface KeptConnectionOptions {
   /** The client's socket (made when first asked for: a session may never hand over). */
   client: () => net.Socket
+  /** The client's socket if it has one, else its descriptor (none is made for it). */
+  clientAsItIs: () => net.Socket | number
+  /** Writes to the client without a socket where it has none (a session that ends). */
+  writeClient(bytes: Buffer): void
   /** The client's named statements, as the session keeps them (read here, never changed). */
   statements: ReadonlyMap<string, Buffer>
   /** Limits and rewriter, read when the relay starts and at each reconfigure(). */
@@ -98,19 +103,12 @@ export class KeptConnectionRelay {
   relay(server: ServerConnection): void {
     if (this.native || this.options.dropForeignStatements() || !this.holdsOwnStatements(server))
       return
+    const [onMessage, onServerMessage, onClose] = this.callbacks()
     this.native = relaySession(
       this.options.client(),
       server.socket,
       this.settings(),
-      {
-        progress: this.options.requests.snapshot(),
-        onMessage: (message) => this.fromClient(message),
-        onServerMessage: (message) => {
-          const relayed = this.options.fromServer(message)
-          return relayed === message ? undefined : relayed
-        },
-        onClose: this.options.onClose,
-      },
+      { progress: this.options.requests.snapshot(), onMessage, onServerMessage, onClose },
       // Both read again when the session takes them back.
       { clientReadsAgain: true, serverReadsAgain: true },
     )
@@ -118,23 +116,57 @@ export class KeptConnectionRelay {
   }
 
   /**
-   * Stops the native relay (it must be active): the JavaScript relay carries the session again.
-   * Returns whether the server's bytes so far end whole.
+   * Goes on with the relay C made when a login in C was lent the connection (lending in C),
+   * the session idle: returns the relay's callbacks.
    */
-  takeBack(): boolean {
+  adopt(native: NativeRelay, server: ServerConnection): RelayCallbacks {
+    this.native = native
+    this.server = server.socket
+    return this.callbacks()
+  }
+
+  private callbacks(): RelayCallbacks {
+    return [
+      (message) => this.fromClient(message),
+      (message) => {
+        const relayed = this.options.fromServer(message)
+        return relayed === message ? undefined : relayed
+      },
+      this.options.onClose,
+    ]
+  }
+
+  /** C stopped the relay and took the connection back onto its shelf (lending in C). */
+  handedToC(): void {
+    this.stoppedTransactions += this.native!.progress().transactions
+    this.native = this.server = null
+  }
+
+  /**
+   * Stops the native relay (it must be active): the JavaScript relay carries the session again,
+   * or, `ending`, the session ends (the client is not read again: a client lent in C has no
+   * socket to make for it). Returns whether the server's bytes so far end whole.
+   */
+  takeBack(ending = false): boolean {
     const native = this.native!
     const server = this.server!
     const { requests } = this.options
-    const client = this.options.client()
     const progress = native.progress()
     this.stoppedTransactions += progress.transactions
     requests.resume(progress)
     const { toClient, toServer, serverAtBoundary } = native.stop()
     this.native = this.server = null
-    resumeReading(client)
     resumeReading(server)
-    if (toClient.length > 0) client.write(toClient)
     if (toServer.length > 0) server.write(toServer)
+    if (ending) {
+      const client = this.options.clientAsItIs()
+      if (typeof client !== 'number') resumeReading(client)
+      if (toClient.length > 0) this.options.writeClient(toClient)
+      return serverAtBoundary
+    }
+    const client = this.options.client()
+    resumeReading(client)
+    if (toClient.length > 0) client.write(toClient)
     return serverAtBoundary
   }
 
@@ -146,15 +178,7 @@ export class KeptConnectionRelay {
   }
 
   private settings(): NativeRelaySettings {
-    const { rewriter, config } = this.options.live.current
-    // Under maintenance every Query, Parse and Bind comes to JavaScript, to be logged.
-    const maintenance = this.options.maintenance.on
-    const fencing = rewriter ? asciiOnly(rewriter.prefilterNeedles) : []
-    return {
-      maxMessageBytes: config.limits.maxMessageBytes,
-      interceptTypes: interceptedTypeChars({ statements: true, bind: maintenance, close: true }),
-      statementNeedles: fencing && !maintenance ? [...RULE_WORDS, ...fencing] : undefined,
-    }
+    return keptRelaySettings(this.options.live.current, this.options.maintenance.on)
   }
 
   /** A message the native relay hands over: the bytes to send in its place, or undefined. */
@@ -172,5 +196,22 @@ export class KeptConnectionRelay {
     const was = maintenance.on
     maintenance.observe(message, idleBefore(message, native.progress()))
     if (maintenance.on !== was) native.update(this.settings())
+  }
+}
+
+/**
+ * The native relay's settings for a kept connection: what pooling must see is handed over, and
+ * under `maintenance` every Query, Parse and Bind, to be logged.
+ */
+export function keptRelaySettings(
+  current: SessionSettings,
+  maintenance: boolean,
+): NativeRelaySettings {
+  const { rewriter, config } = current
+  const fencing = rewriter ? asciiOnly(rewriter.prefilterNeedles) : []
+  return {
+    maxMessageBytes: config.limits.maxMessageBytes,
+    interceptTypes: interceptedTypeChars({ statements: true, bind: maintenance, close: true }),
+    statementNeedles: fencing && !maintenance ? [...RULE_WORDS, ...fencing] : undefined,
   }
 }

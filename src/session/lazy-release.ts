@@ -55,6 +55,12 @@ export class LazyRelease {
     setImmediate(this.relayKept)
   }
 
+  /** A client lent the connection in C with its login keeps it, relayed natively from the start. */
+  keptFromStart(): void {
+    this.keptBefore = true
+    this.options.pool.keep(this.options.server(), this.giveBack)
+  }
+
   /** The connection goes back at the end of this transaction (settings changed natively). */
   giveBackAtEnd(): void {
     this.giveBackWanted = true

@@ -17,8 +17,10 @@ import {
 import { relaySettings } from './session.js'
 import { carriesAlready, carryingReset } from './carried-settings.js'
 import { greetingStatuses, type PooledClient, type PoolingContext } from './pooled-startup.js'
+import { keptRelaySettings } from './kept-connection-relay.js'
+import { sameSettings, settingsByName } from './settings-replay.js'
 
-/** A session-mode client's StartupMessage, and what the proxy reads from it once. */
+/** A pooled client's StartupMessage, and what the proxy reads from it once. */
 export interface LoginProfile {
   /** The packet's bytes, which a login in C must match byte for byte to be lent. */
   packet: Buffer
@@ -30,6 +32,8 @@ export interface LoginProfile {
   sessionSettings: SettingsHolder
   /** It may turn pgfence.maintenance on: its statements are logged, so it is never lent in C. */
   maintenance: boolean
+  /** `settings` by lower-case name, as a transaction pool's connection notes those it applied. */
+  settingsByName: ReadonlyMap<string, string>
 }
 
 /**
@@ -59,7 +63,9 @@ const NOTHING = Buffer.alloc(0)
  * Lending in C: a session pool's idle connection that C watches (its reset answered in C) is
  * put on the shelf for the startup packet of the client it served last, since it carries that
  * client's settings; the next login in C with the same packet is then served on it without
- * JavaScript until its session starts (LinkShelf). Only what would have served that login at
+ * JavaScript until its session starts (LinkShelf). A transaction pool's connection is shelved so
+ * as the client that used it last leaves, when it carries that client's startup settings and
+ * none of its statements; its next client keeps it, relayed natively (TransactionSession). Only what would have served that login at
  * once is shelved: the settings carried as asked, no table-name check due before it would be
  * lent (a time limit), the statuses acceptable to a fencing session, not under maintenance. The
  * pool asks for a connection back before lending or closing it (a change of primary closes
@@ -81,6 +87,11 @@ export class LendingInC implements IdleLender {
     private readonly settings: SettingsHolder,
     /** How long until the database's table-name check is due (TableNameChecks.dueInMs). */
     private readonly checkDueInMs: (database: string) => number,
+    /**
+     * The pools pool transactions: a connection is shelved as its last client leaves it between
+     * transactions, and its next one keeps it, relayed natively, as lazy release keeps one.
+     */
+    private readonly transaction = false,
   ) {}
 
   /** The profile of a client's StartupMessage (`params`, decoded from `packet`), made once. */
@@ -90,13 +101,15 @@ export class LendingInC implements IdleLender {
     if (profile) return profile
     if (this.profiles.size >= PROFILES_KEPT) this.profiles.clear()
     const database = params.get('database') ?? params.get('user') ?? ''
+    const settings = startupSettings(params)
     profile = {
       packet: Buffer.from(packet),
       params,
       database,
-      settings: startupSettings(params),
+      settings,
       sessionSettings: settingsForDatabase(this.settings, database),
       maintenance: startsInMaintenance(params),
+      settingsByName: settingsByName(settings),
     }
     this.profiles.set(key, profile)
     return profile
@@ -107,17 +120,31 @@ export class LendingInC implements IdleLender {
     this.lastClient.set(server, profile)
   }
 
+  /**
+   * A transaction pool's client with `profile` leaves `server`, the connection it used last: held
+   * still (offered as it comes back), or idle since it gave it back (offered now).
+   */
+  left(pool: Pool, server: ServerConnection, profile: LoginProfile): void {
+    this.lastClient.set(server, profile)
+    if (pool.holdsIdle(server)) this.offer(pool, server)
+  }
+
   offer(pool: Pool, server: ServerConnection): void {
     const profile = this.lastClient.get(server)
-    const link = server.waitingLink()
-    if (!this.lending || !profile || !link || profile.maintenance || !server.alive) return
+    if (this.transaction) this.lastClient.delete(server)
+    if (!this.lending || !profile || profile.maintenance || !server.alive) return
     const known = this.shelved.get(server)
     if (known && !known.out) return
-    if (!carriesAlready(server, profile.settings)) return
+    const link = this.transaction
+      ? this.transactionLink(server, profile)
+      : this.sessionLink(server, profile)
+    if (!link) return
     const lendForMs = Math.min(this.checkDueInMs(profile.database), pool.lifetimeLeftMs(server))
     if (lendForMs <= 0) return
     const current = profile.sessionSettings.current
-    const statuses = greetingStatuses(server.parameters, NO_SETTINGS)
+    const statuses = this.transaction
+      ? greetingStatuses(pool.serverDefaults ?? server.own, profile.settings)
+      : greetingStatuses(server.parameters, NO_SETTINGS)
     if (current.rewriter !== null && nonConformingStrings(statuses.scs)) return
     const held: Shelved['held'] = { server }
     const heldKey = () => held.server?.backendKey ?? null
@@ -144,6 +171,21 @@ export class LendingInC implements IdleLender {
     }
     this.shelved.set(server, shelved)
     this.byLink.set(link, server)
+  }
+
+  /** A session pool's connection, reset in C, carrying the client's settings as asked. */
+  private sessionLink(server: ServerConnection, profile: LoginProfile) {
+    return carriesAlready(server, profile.settings) ? server.waitingLink() : null
+  }
+
+  /**
+   * A transaction pool's connection, C watching it from now on, with the client's settings
+   * applied and none of its statements prepared: its next client runs on it as it is.
+   */
+  private transactionLink(server: ServerConnection, profile: LoginProfile) {
+    if (server.prepared.size > 0 || !sameSettings(server.settings, profile.settingsByName))
+      return null
+    return server.watchInC()
   }
 
   resetting(server: ServerConnection): boolean {
@@ -203,6 +245,8 @@ export class LendingInC implements IdleLender {
     }
     lent.cancelKey = key
     lent.out = false
+    // The reset's DISCARD ALL drops the client's statements; the settings it takes up again.
+    if (this.transaction) server.resetTo(lent.profile.settingsByName)
     return server.keepLinkOnShelf(link)
   }
 
@@ -228,10 +272,9 @@ export class LendingInC implements IdleLender {
   private relaySettingsFor(current: SessionSettings): LentRelaySettings {
     let made = this.relaySettings.get(current)
     if (!made) {
-      const { maxMessageBytes, interceptTypes, statementNeedles, queryCache } = relaySettings(
-        current,
-        false,
-      )
+      const { maxMessageBytes, interceptTypes, statementNeedles, queryCache } = this.transaction
+        ? keptRelaySettings(current, false)
+        : relaySettings(current, false)
       made = [FRONTEND_TYPE_CHARS, maxMessageBytes, interceptTypes, statementNeedles, queryCache]
       this.relaySettings.set(current, made)
     }

@@ -8,8 +8,16 @@ import { quoteLiteral } from '../rewrite/sql-text.js'
  * changed them (so PostgreSQL's own rules for SET LOCAL, rollback and RESET apply).
  */
 
+/** A client's startup settings as transaction pooling tracks them: by lower-case name. */
+export function settingsByName(settings: [string, string][]): Map<string, string> {
+  return new Map(settings.map(([name, value]) => [name.toLowerCase(), value]))
+}
+
 /** Whether a connection already has exactly the client's settings (then nothing is replayed). */
-function sameSettings(server: Map<string, string>, client: Map<string, string>): boolean {
+export function sameSettings(
+  server: ReadonlyMap<string, string>,
+  client: ReadonlyMap<string, string>,
+): boolean {
   if (server.size !== client.size) return false
   for (const [name, value] of client) if (server.get(name) !== value) return false
   return true

@@ -31,9 +31,10 @@ import {
   type OnRejection,
 } from '../fencing/server-notices.js'
 import type { SessionState } from './session.js'
-import type { RelayEnd } from '../relay/native-relay.js'
+import type { NativeRelay, RelayCallbacks, RelayEnd } from '../relay/native-relay.js'
+import type { LinkEventHandler } from '../relay/server-link.js'
 import { nextPhase, type TransactionPhase } from './transaction-phase.js'
-import { readBackSettings, replayStatement } from './settings-replay.js'
+import { readBackSettings, replayStatement, settingsByName } from './settings-replay.js'
 import { ClientStatements, closeStatement } from './statement-repreparation.js'
 import { encodingOf, interceptStatement } from '../relay/statement-interceptor.js'
 import { readableRefusal, refusalStatement } from '../pool/transaction-pool-refusals.js'
@@ -60,6 +61,17 @@ export interface TransactionSessionOptions {
   cancelBackend(key: BackendKey, server: ServerConnection): Promise<void>
   /** Whether a COMMIT on `server`'s node may wait for a synchronous standby. */
   commitsMayWait(server: ServerConnection): Promise<boolean>
+  /**
+   * The client leaves, `server` the connection it used last, with the client's settings as they
+   * came: held still (it goes back next), or given back since (lending in C may shelve it for the
+   * client's StartupMessage).
+   */
+  leaving?(server: ServerConnection): void
+  /**
+   * Lent in C: at a goodbye between transactions the connection may go back on the shelf in C,
+   * the next client to get `key` (LendingInC); null when it comes back through the pool.
+   */
+  backOnShelf?(key: BackendKey): LinkEventHandler | null
 }
 
 /**
@@ -114,6 +126,8 @@ export class TransactionSession {
   private transactionOver = false
   /** Transactions ended so far (server connection given back). */
   private transactions = 0
+  /** The connection the client gave back last with its settings as they came, if it did. */
+  private lastServer: ServerConnection | null = null
   /** Set by closeWhenIdle: sent once the client holds no server connection. */
   private closingWhenIdle: PgError | null = null
   /** The native relay's part: it carries the session while the client keeps its connection. */
@@ -133,17 +147,20 @@ export class TransactionSession {
     private readonly options: TransactionSessionOptions,
   ) {
     this.closed = new Promise((resolve) => (this.markClosed = resolve))
-    this.settings = new Map(options.settings.map(([name, value]) => [name.toLowerCase(), value]))
+    this.settings = settingsByName(options.settings)
     this.maintenance = new MaintenanceLog(options.logger, new Map(options.settings))
     this.kept = new KeptConnectionRelay({
       client: () => connection.socket,
+      clientAsItIs: () => connection.socketOrDescriptor(),
+      writeClient: (bytes) => connection.write(bytes),
       statements: this.statements.parses,
       live: options.live,
       requests: this.requests,
       maintenance: this.maintenance,
       fromClient: (message) => this.handedOver(message),
       fromServer: (message) => this.relayed(message),
-      onClose: (kind, detail) => this.keptClosed(kind, detail),
+      onClose: (kind, detail, processId, secretKey) =>
+        this.keptClosed(kind, detail, processId, secretKey),
       dropForeignStatements: () => {
         if (!this.statements.closeAllForeign(this.server!)) return false
         this.flush()
@@ -195,6 +212,28 @@ export class TransactionSession {
   }
 
   start(leftover: Buffer): void {
+    this.listen()
+    if (leftover.length > 0) this.framer.push(leftover)
+    this.connection.startReading()
+  }
+
+  /**
+   * Starts on the connection and the relay C lent the client at its login (lending in C): the
+   * client was greeted already and keeps the connection, relayed natively, as lazy release
+   * keeps one. Returns the relay's callbacks.
+   */
+  startLent(relay: NativeRelay, server: ServerConnection): RelayCallbacks {
+    this.listen()
+    this.moveTo('active')
+    this.server = this.options.held.server = server
+    server.attach(this.onServerBytes, this.serverClosed)
+    this.lazyRelease.keptFromStart()
+    this.options.logger.debug({ lent: true }, 'session relayed natively')
+    return this.kept.adopt(relay, server)
+  }
+
+  /** The client's bytes come to the framer, whenever JavaScript reads them. */
+  private listen(): void {
     this.connection.setReceiver((chunk) => {
       this.framer.push(chunk)
       this.flush()
@@ -202,8 +241,6 @@ export class TransactionSession {
     })
     this.connection.onClose(() => this.finish())
     this.connection.onError(() => {})
-    if (leftover.length > 0) this.framer.push(leftover)
-    this.connection.startReading()
   }
 
   /**
@@ -267,14 +304,14 @@ export class TransactionSession {
         )
       : undefined
     // The server's messages reach the client whole before the error.
-    const atBoundary = this.kept.active ? this.kept.takeBack() : true
+    const atBoundary = this.kept.active ? this.kept.takeBack(true) : true
     if (atBoundary && this.connection.writable) this.connection.write(error.encode())
     this.finish(!busy)
     await cancelled
   }
 
   terminate(error?: PgError): void {
-    const atBoundary = this.kept.active ? this.kept.takeBack() : this.answers.outstanding === 0
+    const atBoundary = this.kept.active ? this.kept.takeBack(true) : this.answers.outstanding === 0
     if (error && this.connection.writable && atBoundary) this.connection.write(error.encode())
     this.finish()
   }
@@ -519,6 +556,7 @@ export class TransactionSession {
     this.server = this.options.held.server = null
     this.lazyRelease.released(server)
     server.detach()
+    this.lastServer = this.touched ? null : server
     if (!this.touched) {
       this.moveTo('idle')
       this.options.pool.checkin(server)
@@ -553,7 +591,7 @@ export class TransactionSession {
   }
 
   private fail(error: PgError): void {
-    if (this.kept.active) this.kept.takeBack()
+    if (this.kept.active) this.kept.takeBack(true)
     if (this.connection.writable) this.connection.write(error.encode())
     this.finish()
   }
@@ -577,13 +615,47 @@ export class TransactionSession {
     return out
   }
 
-  /** The native relay stopped on its own: a socket closed, the client broke the protocol, idle. */
-  private keptClosed(kind: RelayEnd, detail?: string): void {
+  /**
+   * The native relay stopped on its own: a socket closed, the client broke the protocol, idle.
+   * A relay lent in C whose client said goodbye cleanly gives the cancel key for its connection's
+   * next client (NativeRelayOptions.onClose).
+   */
+  private keptClosed(
+    kind: RelayEnd,
+    detail?: string,
+    processId?: number,
+    secretKey?: number,
+  ): LinkEventHandler | void {
     if (kind === 'server') return this.serverClosed()
     if (kind === 'invalid') return this.fail(new PgError('08P01', detail ?? 'invalid message'))
+    if (kind === 'goodbye' && processId !== undefined) {
+      const onShelf = this.endOnShelf({ processId, secretKey: secretKey! })
+      if (onShelf) return onShelf
+    }
     if (kind === 'client' || kind === 'goodbye') return this.finish()
     if (this.closingWhenIdle) return this.terminate(this.closingWhenIdle)
     this.lazyRelease.idle()
+  }
+
+  /**
+   * A client lent its connection in C said goodbye between transactions, its settings as it came:
+   * the connection goes back on the shelf in C for a next client to get `key`, and the session
+   * ends as finish() ends it, the relay's stop and the reset left to C. Returns what C tells of
+   * the link's end from then on; null when the connection comes back through the pool.
+   */
+  private endOnShelf(key: BackendKey): LinkEventHandler | null {
+    const server = this.server!
+    if (this.touched || this.closingWhenIdle || !this.options.backOnShelf) return null
+    const onShelf = this.options.backOnShelf(key)
+    if (!onShelf) return null
+    this.options.logger.debug('server connection back on the shelf in C')
+    this.moveTo('closed')
+    this.kept.handedToC()
+    this.server = null
+    this.lazyRelease.released(server)
+    this.connection.end()
+    this.markClosed()
+    return onShelf
   }
 
   /**
@@ -595,7 +667,7 @@ export class TransactionSession {
   private finish(reusable = true): void {
     if (this.ended()) return
     this.moveTo('closed')
-    if (this.kept.active) this.kept.takeBack()
+    if (this.kept.active) this.kept.takeBack(true)
     const server = this.server
     if (server) {
       if (reusable) this.flush()
@@ -604,19 +676,21 @@ export class TransactionSession {
       this.lazyRelease.released(server)
       server.detach()
       const resetTimeoutMs = this.options.resetTimeoutMs
-      if (betweenTransactions) this.options.pool.checkin(server)
-      else
+      if (betweenTransactions) {
+        this.options.leaving?.(server)
+        this.options.pool.checkin(server)
+      } else
         this.options.pool.release(server, (s, done) =>
           reusable ? s.reset(true, resetTimeoutMs, null, done) : done(false),
         )
-    }
+    } else if (this.lastServer && reusable) this.options.leaving?.(this.lastServer)
     this.connection.end()
     this.markClosed()
   }
 }
 
-/** A transaction-mode session for an authenticated client. */
-export function startTransactionSession(
+/** A transaction-mode session for an authenticated client, greeted: start it, or startLent. */
+export function transactionSession(
   connection: ClientConnection,
   pooled: GreetedClient,
   context: PoolingContext,
@@ -627,6 +701,8 @@ export function startTransactionSession(
     nativeRelay: boolean
     cancelBackend(key: BackendKey, server: ServerConnection): Promise<void>
     commitsMayWait(server: ServerConnection): Promise<boolean>
+    leaving?(server: ServerConnection): void
+    backOnShelf?(key: BackendKey): LinkEventHandler | null
   },
 ): TransactionSession {
   const startup = pooled.settings.map(([name]) => name.toLowerCase())
@@ -649,8 +725,9 @@ export function startTransactionSession(
     onRejection: options.onRejection,
     cancelBackend: options.cancelBackend,
     commitsMayWait: options.commitsMayWait,
+    leaving: options.leaving,
+    backOnShelf: options.backOnShelf,
   })
   session.closed.then(() => context.cancelKeys.forget(pooled.cancelKey))
-  session.start(pooled.leftover)
   return session
 }

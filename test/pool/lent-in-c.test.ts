@@ -1,7 +1,7 @@
 import net from 'node:net'
-import { writeFileSync } from 'node:fs'
+import { readdirSync, writeFileSync } from 'node:fs'
 import pg from 'pg'
-import { afterAll, beforeAll, expect, test } from 'vitest'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { stringify } from 'yaml'
 import { capturingLogger } from '../fencing-e2e/support.js'
 import { backendMessages, sendCancelRequest, type BackendMessage } from '../e2e/support/wire.js'
@@ -116,21 +116,55 @@ async function idleConnections(proxy: TestProxy): Promise<number> {
 const idleAgain = (proxy: TestProxy) =>
   waitFor(async () => (await idleConnections(proxy)) === 1, { what: 'the connection back idle' })
 
-test('a login like the last client of an idle connection is lent it in C, greeted as JavaScript greets', async () => {
-  const { proxy, lent } = await startLending()
+/** A greeting's statuses in their order, BackendKeyData as 'K' (its key is each client's own). */
+const greetingShape = (greeting: BackendMessage[]) =>
+  greeting.map((m) => (m.type === 'K' ? 'K' : `${m.type}${m.body.toString('latin1')}`))
+
+const cancelKeyOf = (greeting: BackendMessage[]) => greeting.find((m) => m.type === 'K')!.body
+
+/**
+ * A client leaves, its connection's backend is ended while C watches the connection idle: the
+ * next client like it is not lent it, and gets another.
+ */
+async function notLentAfterItsServerLeft(start: () => ReturnType<typeof startLending>) {
+  const { proxy, lent } = await start()
   try {
     const first = await connect(proxy)
     await first.client.end()
     await idleAgain(proxy)
-    const second = await connect(proxy)
-    expect(lent()).toHaveLength(1)
-    expect(second.pid).toBe(first.pid)
-    // The same statuses in the same order; a BackendKeyData of its own; ReadyForQuery idle.
-    const shape = (greeting: BackendMessage[]) =>
-      greeting.map((m) => (m.type === 'K' ? 'K' : `${m.type}${m.body.toString('latin1')}`))
-    expect(shape(second.greeting)).toEqual(shape(first.greeting))
-    const key = (greeting: BackendMessage[]) => greeting.find((m) => m.type === 'K')!.body
-    expect(key(second.greeting).equals(key(first.greeting))).toBe(false)
+    await queryOnce(db.url, `SELECT pg_terminate_backend(${first.pid})`)
+    await waitFor(async () => (await idleConnections(proxy)) === 0, {
+      what: 'the connection closed',
+    })
+    const next = await connect(proxy)
+    expect(lent()).toHaveLength(0)
+    expect(next.pid).not.toBe(first.pid)
+    await next.client.end()
+  } finally {
+    await proxy.close()
+  }
+}
+
+/**
+ * A client, gone, then one like it, lent the connection the first left: greeted with the same
+ * statuses in the same order, and a BackendKeyData of its own.
+ */
+async function lentAfterAnother(proxy: TestProxy, lent: () => unknown[]) {
+  const first = await connect(proxy)
+  await first.client.end()
+  await idleAgain(proxy)
+  const second = await connect(proxy)
+  expect(lent()).toHaveLength(1)
+  expect(second.pid).toBe(first.pid)
+  expect(greetingShape(second.greeting)).toEqual(greetingShape(first.greeting))
+  expect(cancelKeyOf(second.greeting).equals(cancelKeyOf(first.greeting))).toBe(false)
+  return second
+}
+
+test('a login like the last client of an idle connection is lent it in C, greeted as JavaScript greets', async () => {
+  const { proxy, lent } = await startLending()
+  try {
+    const second = await lentAfterAnother(proxy, lent)
     expect(second.greeting.at(-1)).toMatchObject({ type: 'Z' })
     expect(await applicationNameOf(second.client)).toBe('lent-in-c')
     // The console shows it as any session, relayed natively, its statement counted.
@@ -182,21 +216,8 @@ test('a client with other settings is served by JavaScript, and the next like it
   }
 })
 
-test('a connection whose server left while it waited is not lent: the next client gets another', async () => {
-  const { proxy, lent } = await startLending()
-  try {
-    const first = await connect(proxy)
-    await first.client.end()
-    await idleAgain(proxy)
-    await queryOnce(db.url, `SELECT pg_terminate_backend(${first.pid})`)
-    const next = await connect(proxy)
-    expect(lent()).toHaveLength(0)
-    expect(next.pid).not.toBe(first.pid)
-    await next.client.end()
-  } finally {
-    await proxy.close()
-  }
-})
+test('a connection whose server left while it waited is not lent: the next client gets another', () =>
+  notLentAfterItsServerLeft(startLending))
 
 test("a reload reaches the shelf: a lent session's relay takes the new maxMessageBytes", async () => {
   const { proxy, reload, lent } = await startLending()
@@ -258,11 +279,8 @@ test("a lent session's connection goes back on the shelf in C at its goodbye, fo
     const third = await connect(proxy)
     expect(lent()).toHaveLength(2)
     expect(third.pid).toBe(first.pid)
-    const shape = (greeting: BackendMessage[]) =>
-      greeting.map((m) => (m.type === 'K' ? 'K' : `${m.type}${m.body.toString('latin1')}`))
-    expect(shape(third.greeting)).toEqual(shape(first.greeting))
-    const key = (greeting: BackendMessage[]) => greeting.find((m) => m.type === 'K')!.body
-    expect(key(third.greeting).equals(key(second.greeting))).toBe(false)
+    expect(greetingShape(third.greeting)).toEqual(greetingShape(first.greeting))
+    expect(cancelKeyOf(third.greeting).equals(cancelKeyOf(second.greeting))).toBe(false)
     // The key the second client was greeted with is forgotten: it cancels nothing now.
     const { processID, secretKey } = second.client as unknown as Record<string, number>
     const sleeping = third.client.query('SELECT pg_sleep(10)')
@@ -320,4 +338,102 @@ test('a connection back on the shelf in C whose server leaves is not lent again'
   } finally {
     await proxy.close()
   }
+})
+
+describe('transaction pools', () => {
+  const transactionPool = (more: Partial<ConfigOverrides['pool']> = {}) =>
+    startLending({ pool: { mode: 'transaction', size: 1, ...more } })
+
+  test('a connection a client left is lent in C to the next like it, greeted as JavaScript greets', async () => {
+    const { proxy, lent } = await transactionPool()
+    try {
+      const second = await lentAfterAnother(proxy, lent)
+      expect(await applicationNameOf(second.client)).toBe('lent-in-c')
+      expect(await consoleRows(proxy, 'SHOW CLIENTS')).toEqual([
+        expect.objectContaining({ id: String(lent()[0]), relay: 'native', state: 'idle' }),
+      ])
+      await cancelWithKey(proxy, second.client, second.client.query('SELECT pg_sleep(10)'))
+      await second.client.end()
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  test('a lent client gives its connection to a client that waits, and goes on in JavaScript', async () => {
+    const { proxy, lent } = await transactionPool({ waitTimeoutMs: 5000 })
+    try {
+      await (await connect(proxy)).client.end()
+      await idleAgain(proxy)
+      const holder = await connect(proxy)
+      expect(lent()).toHaveLength(1)
+      const other = await connect(proxy, 'other')
+      expect(other.pid).toBe(holder.pid)
+      expect(await applicationNameOf(other.client)).toBe('other')
+      // The holder reads its client again from JavaScript, on the connection it takes back.
+      for (let i = 0; i < 3; i++) {
+        expect(await applicationNameOf(holder.client)).toBe('lent-in-c')
+        expect(await applicationNameOf(other.client)).toBe('other')
+      }
+      await other.client.end()
+      await holder.client.end()
+      expect(lent()).toHaveLength(1)
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  test("a lent client's goodbye puts the connection back on the shelf in C, its statements gone for the next", async () => {
+    const { proxy, lent, backOnShelf } = await transactionPool()
+    try {
+      await (await connect(proxy)).client.end()
+      await idleAgain(proxy)
+      const before = readdirSync('/proc/self/fd').length
+      const second = await connect(proxy)
+      expect((await second.client.query({ name: 's', text: 'SELECT 1 AS v' })).rows).toEqual([
+        { v: 1 },
+      ])
+      await second.client.end()
+      await resetDone(second.pid)
+      expect(backOnShelf()).toEqual(lent())
+      const third = await connect(proxy)
+      expect(lent()).toHaveLength(2)
+      expect(third.pid).toBe(second.pid)
+      // Another statement of the same name: the server no longer has the second client's.
+      expect((await third.client.query({ name: 's', text: 'SELECT 2 AS v' })).rows).toEqual([
+        { v: 2 },
+      ])
+      await cancelWithKey(proxy, third.client, third.client.query('SELECT pg_sleep(10)'))
+      await third.client.end()
+      await resetDone(third.pid)
+      // Each client's duplicate of its descriptor closed with it.
+      await waitFor(() => readdirSync('/proc/self/fd').length === before, {
+        what: 'the descriptors back to what they were',
+      })
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  test('a connection whose server left while C watched it is not lent: the next client gets another', () =>
+    notLentAfterItsServerLeft(transactionPool))
+
+  test('a lent client that changes a setting gives the connection back through the pool, reset', async () => {
+    const { proxy, lent, backOnShelf } = await transactionPool()
+    try {
+      await (await connect(proxy)).client.end()
+      await idleAgain(proxy)
+      const second = await connect(proxy)
+      expect(lent()).toHaveLength(1)
+      await second.client.query("SET application_name = 'changed'")
+      expect(await applicationNameOf(second.client)).toBe('changed')
+      await second.client.end()
+      await idleAgain(proxy)
+      expect(backOnShelf()).toHaveLength(0)
+      const third = await connect(proxy)
+      expect(await applicationNameOf(third.client)).toBe('lent-in-c')
+      await third.client.end()
+    } finally {
+      await proxy.close()
+    }
+  })
 })

@@ -86,9 +86,11 @@ describe.each(['session', 'transaction'] as const)('a %s pool with client TLS', 
   test('node-postgres logs in by the login in C inside TLS, and its connection closes with it', async () => {
     const from = logins.mock.calls.length
     const first = await connected()
+    await first.client.query('SELECT 1')
     await first.client.end()
     await vi.waitFor(() => expect(proxy.connectionCount()).toBe(0))
-    // The pool's server connection is open now: a client adds only descriptors of its own.
+    // The pool's server connection is open now, C watching it idle for the next client (a
+    // transaction pool's once a client has left it): a client adds only descriptors of its own.
     const before = openDescriptors()
     const { client, stream, ends } = await connected()
     expect(stream.encrypted).toBe(true)

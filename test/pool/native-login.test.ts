@@ -441,10 +441,17 @@ describe('a transaction-pool client logged in by C (read through the login’s w
     await db?.drop()
   })
 
-  /** A node-postgres client through the proxy, and the ends of its connection there. */
+  let clients = 0
+
+  /**
+   * A node-postgres client through the proxy, and the ends of its connection there. Each has an
+   * application_name of its own: a client like the one that left the pool's connection would be
+   * lent it in C (test/pool/lent-in-c.test.ts), and read by the native relay, not the watch.
+   */
   async function connected() {
     const client = new pg.Client({
       connectionString: proxy.url('postgres', db.name, POOL_PASSWORD),
+      application_name: `watch-${++clients}`,
     })
     await client.connect()
     const stream = (client as unknown as { connection: { stream: net.Socket } }).connection.stream
