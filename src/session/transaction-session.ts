@@ -114,9 +114,13 @@ export class TransactionSession {
   private readonly settings: Map<string, string>
   /** Settings read back from the last connection (phase settling): the next one waits for them. */
   private settled: Promise<void> = Promise.resolve()
-  private readonly framer: MessageFramer
+  /**
+   * Made when JavaScript first relays (framers): a session lent in C that the native relay
+   * carries to its end never needs them.
+   */
+  private madeFramer: MessageFramer | null = null
   /** Frames the held connection's bytes into whole messages (copied only when split). */
-  private readonly serverFramer: MessageFramer
+  private madeServerFramer: MessageFramer | null = null
   /**
    * The server's messages framed out of one read, for the client: written together once the
    * read is framed. They may be views of the server's reused read buffer.
@@ -176,17 +180,23 @@ export class TransactionSession {
       atRest: () => this.atRest(),
       release: () => this.releaseServer(),
     })
-    this.framer = new MessageFramer(
+  }
+
+  private get framer(): MessageFramer {
+    return (this.madeFramer ??= new MessageFramer(
       {
         forward: () => {},
         intercept: (message) => this.fromClient(message),
         fail: (error) => this.fail(error),
       },
-      options.live.current.config.limits.maxMessageBytes,
+      this.options.live.current.config.limits.maxMessageBytes,
       FRONTEND_TYPES,
       FROM_CLIENT,
-    )
-    this.serverFramer = new MessageFramer(
+    ))
+  }
+
+  private get serverFramer(): MessageFramer {
+    return (this.madeServerFramer ??= new MessageFramer(
       {
         forward: () => {},
         intercept: (message) => this.serverMessage(message),
@@ -195,7 +205,7 @@ export class TransactionSession {
       Infinity,
       EVERY_TYPE,
       FROM_SERVER,
-    )
+    ))
   }
 
   get phase(): TransactionPhase {
@@ -270,7 +280,8 @@ export class TransactionSession {
 
   /** A config reload: the framer follows the new limits; statements read the rewriter anew. */
   reconfigure(): void {
-    this.framer.maxMessageBytes = this.options.live.current.config.limits.maxMessageBytes
+    if (this.madeFramer)
+      this.madeFramer.maxMessageBytes = this.options.live.current.config.limits.maxMessageBytes
     this.kept.reconfigure()
   }
 
@@ -544,8 +555,8 @@ export class TransactionSession {
       this.answers.settled &&
       this.waiting.length === 0 &&
       this.batch.length === 0 &&
-      this.serverFramer.atBoundary() &&
-      this.framer.atBoundary() &&
+      (this.madeServerFramer?.atBoundary() ?? true) &&
+      (this.madeFramer?.atBoundary() ?? true) &&
       this.requests.atRest
     )
   }
