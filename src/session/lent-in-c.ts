@@ -259,8 +259,11 @@ export class LendingInC implements IdleLender {
     this.lending = !stop
     this.generation++
     this.profiles.clear()
-    for (const [server, { pool, out }] of [...this.shelved]) {
-      if (!out && this.withdraw(server)) this.offer(pool, server)
+    for (const [server, { pool, out, profile }] of [...this.shelved]) {
+      if (out || !this.withdraw(server)) continue
+      // A transaction pool's offer takes its client from here: only a leaving client sets it.
+      if (this.transaction) this.lastClient.set(server, profile)
+      this.offer(pool, server)
     }
   }
 

@@ -219,12 +219,19 @@ test('a client with other settings is served by JavaScript, and the next like it
 test('a connection whose server left while it waited is not lent: the next client gets another', () =>
   notLentAfterItsServerLeft(startLending))
 
-test("a reload reaches the shelf: a lent session's relay takes the new maxMessageBytes", async () => {
-  const { proxy, reload, lent } = await startLending()
+test("a reload reaches the shelf: a lent session's relay takes the new maxMessageBytes", () =>
+  reloadReachesTheShelf({ mode: 'session', size: 1 }))
+
+/**
+ * A client leaves its pool's one connection, a reload lowers maxMessageBytes: the next client
+ * like it is lent the connection, shelved again, and its relay refuses a longer message.
+ */
+async function reloadReachesTheShelf(pool: ConfigOverrides['pool']) {
+  const { proxy, reload, lent } = await startLending({ pool })
   try {
     await (await connect(proxy)).client.end()
     await idleAgain(proxy)
-    await reload({ limits: { shutdownTimeoutMs: 2000, maxMessageBytes: 4096 } })
+    await reload({ pool, limits: { shutdownTimeoutMs: 2000, maxMessageBytes: 4096 } })
     const { client } = await connect(proxy)
     expect(lent()).toHaveLength(1)
     await expect(client.query(`SELECT '${'x'.repeat(8192)}'`)).rejects.toMatchObject({
@@ -233,7 +240,7 @@ test("a reload reaches the shelf: a lent session's relay takes the new maxMessag
   } finally {
     await proxy.close()
   }
-})
+}
 
 /** The server connection `pid` has answered its reset (its last statement is no longer ours). */
 const resetDone = (pid: number) =>
@@ -416,6 +423,9 @@ describe('transaction pools', () => {
 
   test('a connection whose server left while C watched it is not lent: the next client gets another', () =>
     notLentAfterItsServerLeft(transactionPool))
+
+  test("a reload reaches the shelf: the connection is shelved again, and its next client's relay takes the new maxMessageBytes", () =>
+    reloadReachesTheShelf({ mode: 'transaction', size: 1 }))
 
   test('a lent client that changes a setting gives the connection back through the pool, reset', async () => {
     const { proxy, lent, backOnShelf } = await transactionPool()
