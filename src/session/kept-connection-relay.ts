@@ -21,7 +21,7 @@ export interface KeptConnectionOptions {
   client: () => net.Socket
   /** The client's socket if it has one, else its descriptor (none is made for it). */
   clientAsItIs: () => net.Socket | number
-  /** Writes to the client without a socket where it has none (a session that ends). */
+  /** Writes to the client: through its socket, or its descriptor while it has none. */
   writeClient(bytes: Buffer): void
   /** The client's named statements, as the session keeps them (read here, never changed). */
   statements: ReadonlyMap<string, Buffer>
@@ -158,15 +158,9 @@ export class KeptConnectionRelay {
     this.native = this.server = null
     resumeReading(server)
     if (toServer.length > 0) server.write(toServer)
-    if (ending) {
-      const client = this.options.clientAsItIs()
-      if (typeof client !== 'number') resumeReading(client)
-      if (toClient.length > 0) this.options.writeClient(toClient)
-      return serverAtBoundary
-    }
-    const client = this.options.client()
-    resumeReading(client)
-    if (toClient.length > 0) client.write(toClient)
+    const client = ending ? this.options.clientAsItIs() : this.options.client()
+    if (typeof client !== 'number') resumeReading(client)
+    if (toClient.length > 0) this.options.writeClient(toClient)
     return serverAtBoundary
   }
 
