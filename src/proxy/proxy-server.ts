@@ -24,7 +24,12 @@ import { UpstreamLogin } from '../server/upstream-login.js'
 import { PgError } from '../wire/error-response.js'
 import { ProxySession } from '../session/session.js'
 import { clientTls, sameCertificate } from '../client/client-tls.js'
-import { lentRelay, nativeRelayModule, type RelayCallbacks } from '../relay/native-relay.js'
+import {
+  lentRelay,
+  nativeRelayModule,
+  type NativeRelay,
+  type RelayCallbacks,
+} from '../relay/native-relay.js'
 import { watchSessionTimeouts } from '../session/session-timeouts.js'
 import {
   settingsForDatabase,
@@ -54,6 +59,7 @@ import {
 } from '../session/pooled-startup.js'
 import { transactionSession, type TransactionSession } from '../session/transaction-session.js'
 import { LendingInC, type LoginProfile } from '../session/lent-in-c.js'
+import { LentLogin, type MadeSession } from '../session/lent-login.js'
 import { LinkShelf } from '../relay/link-shelf.js'
 import type { CompiledRelayHandle, ServerLinkHandle } from '../native-addon.js'
 
@@ -406,12 +412,9 @@ export async function startProxy(
       database,
     }))
     const settings = settingsForDatabase(live.settings, database)
-    const track = (session: RegisteredSession, serverNode: () => UpstreamNode | null): void => {
-      void session.closed.then(() => {
-        onClosed()
-        churn?.sessionClosed()
-      })
-      registry.add(session, {
+    /** Enters a session in the registry; returns what takes it out at its end. */
+    const register = (session: RegisteredSession, serverNode: () => UpstreamNode | null) => {
+      const remove = registry.add(session, {
         id: conn.id,
         user: params.get('user')!,
         database,
@@ -420,8 +423,17 @@ export async function startProxy(
         serverNode,
       })
       if (draining) session.closeWhenIdle(SHUTDOWN)
+      return (transactions: number) => {
+        remove(transactions)
+        onClosed()
+        churn?.sessionClosed()
+      }
     }
-    return { database, log, settings, track }
+    const track = (session: RegisteredSession, serverNode: () => UpstreamNode | null): void => {
+      const ended = register(session, serverNode)
+      void session.closed.then(() => ended(session.state().transactions))
+    }
+    return { database, log, settings, register, track }
   }
   type SessionTrack = ReturnType<typeof sessionOf>['track']
 
@@ -436,7 +448,7 @@ export async function startProxy(
     pooled: PooledClient,
     settings: SettingsHolder,
     log: LevelLogger,
-    track: SessionTrack,
+    track: SessionTrack | null,
   ): ProxySession {
     const session = new ProxySession(connection, pooled.server.socket, {
       settings,
@@ -450,7 +462,7 @@ export async function startProxy(
       pooled: lendServer(pooled, pooling!),
       startupParams: params,
     })
-    track(session, () => pooled.server.node)
+    track?.(session, () => pooled.server.node)
     if (profile) lending!.serves(pooled.server, profile)
     return session
   }
@@ -494,24 +506,49 @@ export async function startProxy(
       return undefined
     }
     const { pooled, profile } = lent
-    const { log, track } = sessionOf(conn, profile.params, NOTHING_TO_DO)
+    const { server, pool } = pooled
+    const { log, register } = sessionOf(conn, profile.params, NOTHING_TO_DO)
+    const native = lentRelay(relay)
+    log.debug({ lent: true }, 'session relayed natively')
+    const login = new LentLogin({
+      relay: native,
+      make: () => madeSession(connection, native, pooled, profile, log),
+      backOnShelf: (key) => {
+        const onShelf = pooled.backOnShelf?.(key) ?? null
+        if (!onShelf) return null
+        log.debug('server connection back on the shelf in C')
+        if (transactionPooling) pool.unkeep(server)
+        pooling!.cancelKeys.forget(pooled.cancelKey)
+        connection.end()
+        return onShelf
+      },
+      ended: (transactions) => ended(transactions),
+    })
+    const ended = transactionPooling
+      ? register(login, () => pooled.held.server?.node ?? null)
+      : register(login, () => server.node)
+    // A client that waits for a connection makes the session, which gives this one back.
+    if (transactionPooling) pool.keep(server, () => login.session().giveBack?.())
+    return login.callbacks()
+  }
+
+  /** The session of a client lent a connection in C, started as at its login (LentLogin). */
+  function madeSession(
+    connection: ClientConnection,
+    relay: NativeRelay,
+    pooled: PooledClient,
+    profile: LoginProfile,
+    log: LevelLogger,
+  ): MadeSession {
+    const { sessionSettings } = profile
     if (transactionPooling) {
-      const { sessionSettings } = profile
       const session = pooledTransactions(connection, pooled, profile, sessionSettings, log)
-      const callbacks = session.startLent(lentRelay(relay), pooled.server)
-      track(session, () => pooled.held.server?.node ?? null)
-      return callbacks
+      const callbacks = session.startLent(relay, pooled.server)
+      return { session, callbacks, giveBack: () => session.giveBack() }
     }
-    const session = keptSession(
-      connection,
-      profile.params,
-      profile,
-      pooled,
-      profile.sessionSettings,
-      log,
-      track,
-    )
-    return session.startLent(lentRelay(relay))
+    const { params } = profile
+    const session = keptSession(connection, params, profile, pooled, sessionSettings, log, null)
+    return { session, callbacks: session.startLent(relay) }
   }
 
   /** A client connection counts from here on: its number, address and logger. */

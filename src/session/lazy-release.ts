@@ -80,7 +80,7 @@ export class LazyRelease {
   }
 
   /** A client waits for a connection: the kept one goes back now if idle, else when it is. */
-  private readonly giveBack = (): void => {
+  readonly giveBack = (): void => {
     const { relay, holding, atRest, release } = this.options
     if (!holding()) return
     this.giveBackWanted = true

@@ -43,12 +43,13 @@ export class SessionRegistry {
   /** Transactions of sessions that have ended. */
   private endedTransactions = 0
 
-  add(session: RegisteredSession, entry: SessionEntry): void {
+  /** Enters a session; returns what takes it out at its end, after `transactions`. */
+  add(session: RegisteredSession, entry: SessionEntry): (transactions: number) => void {
     const remove = this.sessions.add([session, entry])
-    void session.closed.then(() => {
-      this.endedTransactions += session.state().transactions
+    return (transactions) => {
+      this.endedTransactions += transactions
       remove()
-    })
+    }
   }
 
   /** Every client connection open now, those still in their login in C included. */

@@ -233,7 +233,6 @@ export class ProxySession {
     this.backendKey = this.options.pooled!.backendKey
     this.ready = true
     this.native = relay
-    this.options.logger.debug({ lent: true }, 'session relayed natively')
     return this.relayCallbacks()
   }
 

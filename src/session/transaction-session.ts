@@ -227,6 +227,11 @@ export class TransactionSession {
     this.connection.startReading()
   }
 
+  /** A client waits for a connection: the one kept goes back at the end of the transaction. */
+  giveBack(): void {
+    this.lazyRelease.giveBack()
+  }
+
   /**
    * Starts on the connection and the relay C lent the client at its login (lending in C): the
    * client was greeted already and keeps the connection, relayed natively, as lazy release
@@ -238,7 +243,6 @@ export class TransactionSession {
     this.server = this.options.held.server = server
     server.attach(this.onServerBytes, this.serverClosed)
     this.lazyRelease.keptFromStart()
-    this.options.logger.debug({ lent: true }, 'session relayed natively')
     return this.kept.adopt(relay, server)
   }
 

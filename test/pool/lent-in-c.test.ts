@@ -447,3 +447,79 @@ describe('transaction pools', () => {
     }
   })
 })
+
+/**
+ * A lent login makes no session until JavaScript must take part (src/session/lent-login.ts):
+ * what the console, a reload, a timeout and a shutdown ask of it must find it as a session.
+ */
+describe('a lent login before its session is made', () => {
+  /** The transactions SHOW STATS counts. */
+  const transactionsCounted = async (proxy: TestProxy) =>
+    Number((await consoleRows(proxy, 'SHOW STATS'))[0]!.transactions)
+
+  test('a lent client that says goodbye counts its transactions in SHOW STATS', async () => {
+    const { proxy, lent, backOnShelf } = await startLending()
+    try {
+      await (await connect(proxy)).client.end()
+      await idleAgain(proxy)
+      const before = await transactionsCounted(proxy)
+      const { client } = await connect(proxy)
+      for (let i = 0; i < 3; i++) await client.query('SELECT 1')
+      await client.end()
+      await waitFor(() => backOnShelf().length === 1, { what: 'the goodbye' })
+      expect(lent()).toEqual(backOnShelf())
+      // Its pg_backend_pid() and three statements.
+      expect((await transactionsCounted(proxy)) - before).toBe(4)
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  for (const mode of ['session', 'transaction'] as const) {
+    test(`${mode} pool: a reload while a lent client is connected gives its relay the new maxMessageBytes`, async () => {
+      const pool = { mode, size: 1 }
+      const { proxy, reload, lent } = await startLending({ pool })
+      try {
+        await (await connect(proxy)).client.end()
+        await idleAgain(proxy)
+        const { client } = await connect(proxy)
+        expect(lent()).toHaveLength(1)
+        await client.query(`SELECT '${'x'.repeat(8192)}'`)
+        await reload({ pool, limits: { shutdownTimeoutMs: 2000, maxMessageBytes: 4096 } })
+        await expect(client.query(`SELECT '${'x'.repeat(8192)}'`)).rejects.toMatchObject({
+          code: '08P01',
+        })
+      } finally {
+        await proxy.close()
+      }
+    })
+  }
+
+  test('a lent client idle in a transaction is cut by idleTransactionTimeoutMs', async () => {
+    const limits = { shutdownTimeoutMs: 2000, idleTransactionTimeoutMs: 300 }
+    const { proxy, lent } = await startLending({ limits })
+    try {
+      await (await connect(proxy)).client.end()
+      await idleAgain(proxy)
+      const { client } = await connect(proxy)
+      expect(lent()).toHaveLength(1)
+      const error = new Promise((resolve) => client.once('error', resolve))
+      await client.query('BEGIN')
+      expect(await error).toMatchObject({ code: '25P03' })
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  test('a shutdown ends an idle lent client at once', async () => {
+    const { proxy, lent } = await startLending({ limits: { shutdownTimeoutMs: 120_000 } })
+    await (await connect(proxy)).client.end()
+    await idleAgain(proxy)
+    const { client } = await connect(proxy)
+    expect(lent()).toHaveLength(1)
+    const error = new Promise((resolve) => client.once('error', resolve))
+    // Within the test timeout (60 s) only if the idle client is closed, not waited for.
+    await proxy.close()
+    expect(await error).toMatchObject({ code: '57P01' })
+  })
+})
