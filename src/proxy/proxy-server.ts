@@ -512,6 +512,7 @@ export async function startProxy(
     log.debug({ lent: true }, 'session relayed natively')
     const login = new LentLogin({
       relay: native,
+      busyInTransaction: transactionPooling,
       make: () => madeSession(connection, native, pooled, profile, log),
       backOnShelf: (key) => {
         const onShelf = pooled.backOnShelf?.(key) ?? null

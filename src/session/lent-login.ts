@@ -19,6 +19,8 @@ export interface MadeSession {
 export interface LentLoginOptions {
   /** The relay C made at the login, which carries the client until a session is made. */
   relay: NativeRelay
+  /** A transaction pool's: a statement under way holds a connection, as a transaction does. */
+  busyInTransaction: boolean
   /** Makes the session, as lending in C would have started it at the login. */
   make(): MadeSession
   /**
@@ -71,8 +73,9 @@ export class LentLogin implements RegisteredSession {
   state(): SessionState {
     if (this.made) return this.made.session.state()
     const { transactions, outstanding, status } = this.options.relay.progress()
-    const idle = outstanding === 0 && status === TransactionStatus.Idle
-    return { transactions, ready: true, idle, inTransaction: !idle }
+    const block = status !== TransactionStatus.Idle
+    const inTransaction = block || (outstanding > 0 && this.options.busyInTransaction)
+    return { transactions, ready: true, idle: outstanding === 0 && !block, inTransaction }
   }
 
   progress(): RequestProgress | null {

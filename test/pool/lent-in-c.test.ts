@@ -475,6 +475,30 @@ describe('a lent login before its session is made', () => {
     }
   })
 
+  for (const [mode, state] of [
+    ['session', 'active'],
+    ['transaction', 'in_transaction'],
+  ] as const) {
+    test(`${mode} pool: SHOW CLIENTS shows a lent client's statement under way as ${state}, as a session's`, async () => {
+      const { proxy, lent } = await startLending({ pool: { mode, size: 1 } })
+      try {
+        await (await connect(proxy)).client.end()
+        await idleAgain(proxy)
+        const { client } = await connect(proxy)
+        expect(lent()).toHaveLength(1)
+        const sleeping = client.query('SELECT pg_sleep(10)')
+        await waitFor(async () => (await consoleRows(proxy, 'SHOW CLIENTS'))[0]?.state === state, {
+          what: `the client ${state}`,
+        })
+        await cancelWithKey(proxy, client, sleeping)
+        expect((await consoleRows(proxy, 'SHOW CLIENTS'))[0]).toMatchObject({ state: 'idle' })
+        await client.end()
+      } finally {
+        await proxy.close()
+      }
+    })
+  }
+
   for (const mode of ['session', 'transaction'] as const) {
     test(`${mode} pool: a reload while a lent client is connected gives its relay the new maxMessageBytes`, async () => {
       const pool = { mode, size: 1 }
