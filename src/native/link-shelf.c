@@ -19,7 +19,7 @@ struct shelf_entry {
   bytes_t packet, greeting, reset;
   int reset_queries;
   uint64_t reset_ms;
-  napi_ref settings;
+  relay_settings_t *settings; /* read once here, borrowed by each relay lent the link */
   uint64_t until;       /* uv_now past which it is not lent; UINT64_MAX: no limit */
   uint64_t reset_until; /* uv_now past which a reset under way ends the link */
 };
@@ -44,7 +44,7 @@ static void free_if_done(link_shelf_t *shelf) {
 
 static void entry_free(napi_env env, shelf_entry_t *entry) {
   if (entry->value) napi_delete_reference(env, entry->value);
-  if (entry->settings) napi_delete_reference(env, entry->settings);
+  relay_settings_free(env, entry->settings);
   bytes_free(&entry->packet);
   bytes_free(&entry->greeting);
   bytes_free(&entry->reset);
@@ -237,6 +237,7 @@ napi_value js_shelve(napi_env env, napi_callback_info info) {
       !(shelf = shelf_of(env, argv[0])) || !(link = link_of_value(env, argv[1])) ||
       copy_buffer(env, argv[2], &entry->packet) < 0 ||
       copy_buffer(env, argv[3], &entry->greeting) < 0 || !keyed_greeting(&entry->greeting) ||
+      !(entry->settings = relay_settings_read(env, argv[4])) ||
       napi_get_value_double(env, argv[5], &lend_for) != napi_ok ||
       copy_buffer(env, argv[6], &entry->reset) < 0 ||
       napi_get_value_int32(env, argv[7], &queries) != napi_ok || queries < 1 ||
@@ -257,7 +258,6 @@ napi_value js_shelve(napi_env env, napi_callback_info info) {
   entry->reset_queries = queries;
   entry->reset_ms = (uint64_t)reset_ms;
   napi_create_reference(env, argv[1], 1, &entry->value);
-  napi_create_reference(env, argv[4], 1, &entry->settings);
   entry->next = shelf->entries;
   shelf->entries = entry;
   return result;

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "bytes.h"
+#include "relay-settings.h"
 #include "server-link.h"
 
 typedef struct link_shelf link_shelf_t;
@@ -34,7 +35,7 @@ typedef struct shelf_entry shelf_entry_t;
 typedef struct {
   server_link_t *link;
   const bytes_t *greeting;
-  napi_ref settings;
+  const relay_settings_t *settings;
   shelf_entry_t *entry;
 } shelf_lend_t;
 

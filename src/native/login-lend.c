@@ -62,9 +62,7 @@ static void *lend(void *lender, side_t *client, const uint8_t *packet, size_t le
 
 static int values(void *lease, napi_env env, napi_value out[2]) {
   lease_t *l = lease;
-  napi_value settings;
-  napi_get_reference_value(env, l->lent.settings, &settings);
-  out[0] = relay_lent(env, l->client, l->lent.link, settings, l->lent.entry, &l->relay);
+  out[0] = relay_lent(env, l->client, l->lent.link, l->lent.settings, l->lent.entry, &l->relay);
   if (!out[0]) {
     if (l->fd >= 0) close(l->fd);
     shelf_entry_drop(l->lent.entry);

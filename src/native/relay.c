@@ -86,6 +86,7 @@ struct relay {
   client_framer_t from_client;
   framer_t from_server;
   char **needles; /* Query/Parse go to JavaScript only when they contain one; NULL: always */
+  int needles_borrowed; /* the needles are a shelf entry's settings' (relay_lent) */
   shared_cache_t *queries; /* NULL: every Query that passes the needles goes to JavaScript */
   napi_ref queries_ref;    /* keeps `queries` alive while the relay runs */
   size_t needle_count;
@@ -644,9 +645,14 @@ static void on_kick(uv_timer_t *timer) {
 
 /* ---- lifetime ---- */
 
+static void free_needle_list(char **needles, size_t count) {
+  for (size_t i = 0; i < count; i++) free(needles[i]);
+  free(needles);
+}
+
 static void free_needles(relay_t *r) {
-  for (size_t i = 0; i < r->needle_count; i++) free(r->needles[i]);
-  free(r->needles);
+  if (!r->needles_borrowed) free_needle_list(r->needles, r->needle_count);
+  r->needles_borrowed = 0;
 }
 
 static void relay_free_if_done(relay_t *r) {
@@ -898,24 +904,25 @@ static void on_failed_init_closed(uv_handle_t *handle) {
   free(s->relay);
 }
 
-/* statementNeedles: an array of strings, or undefined. Returns -1 when out of memory. */
-static int read_needles(napi_env env, napi_value value, relay_t *r) {
+/* statementNeedles: an array of strings into *needles (NULL when it is not an array: every
+ * Query and Parse goes to JavaScript). Returns -1 when out of memory. */
+static int read_needles(napi_env env, napi_value value, char ***needles, size_t *count) {
   bool is_array = false;
   napi_is_array(env, value, &is_array);
   if (!is_array) return 0;
-  uint32_t count = 0;
-  napi_get_array_length(env, value, &count);
-  r->needles = calloc(count ? count : 1, sizeof *r->needles);
-  if (!r->needles) return -1;
-  for (uint32_t i = 0; i < count; i++) {
+  uint32_t length = 0;
+  napi_get_array_length(env, value, &length);
+  *needles = calloc(length ? length : 1, sizeof **needles);
+  if (!*needles) return -1;
+  for (uint32_t i = 0; i < length; i++) {
     napi_value item;
     size_t len = 0;
     napi_get_element(env, value, i, &item);
     napi_get_value_string_latin1(env, item, NULL, 0, &len);
-    r->needles[i] = malloc(len + 1);
-    if (!r->needles[i]) return -1;
-    r->needle_count++;
-    napi_get_value_string_latin1(env, item, r->needles[i], len + 1, &len);
+    char *needle = malloc(len + 1);
+    if (!needle) return -1;
+    (*needles)[(*count)++] = needle;
+    napi_get_value_string_latin1(env, item, needle, len + 1, &len);
   }
   return 0;
 }
@@ -940,7 +947,7 @@ static int configure(napi_env env, relay_t *r, const napi_value *settings) {
     napi_create_reference(env, queries, 1, &r->queries_ref);
   else
     r->queries = NULL;
-  return read_needles(env, settings[STATEMENT_NEEDLES], r);
+  return read_needles(env, settings[STATEMENT_NEEDLES], &r->needles, &r->needle_count);
 }
 
 static relay_t *unwrap_relay(napi_env env, napi_callback_info info, napi_value *argv) {
@@ -1074,16 +1081,56 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   return wrapper;
 }
 
-napi_value relay_lent(napi_env env, side_t *client, server_link_t *link, napi_value settings,
-                      shelf_entry_t *entry, relay_t **out) {
+/* ---- a lent relay's settings, read once per shelf entry (relay-settings.h) ---- */
+
+struct relay_settings {
+  uint8_t valid[256];
+  uint8_t intercept[256];
+  size_t max_message;
+  char **needles; /* NULL: every Query and Parse goes to JavaScript */
+  size_t needle_count;
+  shared_cache_t *queries;
+  napi_ref queries_ref;
+};
+
+relay_settings_t *relay_settings_read(napi_env env, napi_value settings) {
+  napi_value values[1 + SETTINGS];
+  for (uint32_t i = 0; i < 1 + SETTINGS; i++)
+    if (napi_get_element(env, settings, i, &values[i]) != napi_ok) return NULL;
+  relay_settings_t *read = calloc(1, sizeof *read);
+  if (!read) return NULL;
+  double max_message = 0;
+  napi_get_value_double(env, values[1 + MAX_MESSAGE_BYTES], &max_message);
+  read->max_message = (size_t)max_message;
+  fill_types(env, values[0], read->valid);
+  fill_types(env, values[1 + INTERCEPT_TYPES], read->intercept);
+  napi_value queries = values[1 + QUERY_CACHE];
+  if (napi_unwrap(env, queries, (void **)&read->queries) == napi_ok)
+    napi_create_reference(env, queries, 1, &read->queries_ref);
+  else
+    read->queries = NULL;
+  if (read_needles(env, values[1 + STATEMENT_NEEDLES], &read->needles, &read->needle_count) < 0) {
+    relay_settings_free(env, read);
+    return NULL;
+  }
+  return read;
+}
+
+void relay_settings_free(napi_env env, relay_settings_t *settings) {
+  if (!settings) return;
+  free_needle_list(settings->needles, settings->needle_count);
+  if (settings->queries_ref) napi_delete_reference(env, settings->queries_ref);
+  free(settings);
+}
+
+napi_value relay_lent(napi_env env, side_t *client, server_link_t *link,
+                      const relay_settings_t *settings, shelf_entry_t *entry, relay_t **out) {
   addon_data_t *data = NULL;
-  napi_value constructor, wrapper, values[1 + SETTINGS];
+  napi_value constructor, wrapper;
   if (napi_get_instance_data(env, (void **)&data) != napi_ok ||
       napi_get_reference_value(env, data->relay_class, &constructor) != napi_ok ||
       napi_new_instance(env, constructor, 0, NULL, &wrapper) != napi_ok)
     return NULL;
-  for (uint32_t i = 0; i < 1 + SETTINGS; i++)
-    if (napi_get_element(env, settings, i, &values[i]) != napi_ok) return NULL;
   relay_t *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   r->env = env;
@@ -1091,13 +1138,13 @@ napi_value relay_lent(napi_env env, side_t *client, server_link_t *link, napi_va
   r->progress.status = TRANSACTION_STATUS_IDLE;
   r->progress.progress_at = uv_now(r->loop);
   r->keeps_server = 1;
-  fill_types(env, values[0], r->from_client.valid);
-  if (configure(env, r, values + 1) < 0) {
-    if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
-    free_needles(r);
-    free(r);
-    return NULL;
-  }
+  memcpy(r->from_client.valid, settings->valid, sizeof settings->valid);
+  memcpy(r->from_client.intercept, settings->intercept, sizeof settings->intercept);
+  r->from_client.max_message = settings->max_message;
+  r->needles = settings->needles;
+  r->needle_count = settings->needle_count;
+  r->needles_borrowed = 1;
+  r->queries = settings->queries;
   /* Both watches stay as they are: the first update_polls finds them right, or starts them. */
   r->client = client;
   client->relay = r;
