@@ -188,22 +188,23 @@ static void relay_halt(relay_t *r, int keep);
 static int server_keepable(const relay_t *r);
 
 /* A lent session's clean goodbye (relay_lent): JavaScript is asked whether its connection goes
- * back to the shelf in C, as onClose("goodbye", undefined, processId, secretKey) with the cancel
- * key the next client is to get. It answers with the function the link tells of its end from
- * then on (server-link.h); with anything else, it has taken the session back, as at any close.
- * Returns -1 when JavaScript could not be asked. */
+ * back to the shelf in C, as onClose("goodbye", undefined, processId, secretKey, transactions)
+ * with the cancel key the next client is to get and the transactions relayed. It answers with
+ * the function the link tells of its end from then on (server-link.h); with anything else, it
+ * has taken the session back, as at any close. Returns -1 when JavaScript could not be asked. */
 static int goodbye_to_shelf(relay_t *r) {
   uint8_t key[8];
   if (random_take(key, sizeof key) < 0) return -1;
   key[0] &= 0x7f; /* a positive process id, as PostgreSQL's */
   napi_env env = r->env;
-  napi_value argv[4], answer = NULL;
+  napi_value argv[5], answer = NULL;
   napi_valuetype type = napi_undefined;
   argv[0] = string_value(env, "goodbye");
   napi_get_undefined(env, &argv[1]);
   napi_create_uint32(env, read_u32(key), &argv[2]);
   napi_create_uint32(env, read_u32(key + 4), &argv[3]);
-  if (call_js(r, ON_CLOSE, 4, argv, &answer) < 0 || r->stopped ||
+  napi_create_double(env, (double)r->progress.transactions, &argv[4]);
+  if (call_js(r, ON_CLOSE, 5, argv, &answer) < 0 || r->stopped ||
       napi_typeof(env, answer, &type) != napi_ok || type != napi_function)
     return 0;
   server_link_t *link = link_of_side(r->server);

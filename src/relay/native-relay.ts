@@ -80,15 +80,16 @@ export interface NativeRelayOptions extends NativeRelaySettings {
    * the client broke the protocol ('invalid'), or the session became idle after closeWhenIdle()
    * ('idle'). A relay lent in C whose client said goodbye cleanly (its session idle) also gives
    * the cancel key (`processId`, `secretKey`) its connection's next client would get if it went
-   * back on the shelf in C (src/native/link-shelf.h): returning a function lets it go there,
-   * the function then told of the link's end (as linkReset's onEvent); otherwise the session
-   * has stopped the relay, as at any close.
+   * back on the shelf in C (src/native/link-shelf.h), and the transactions it relayed:
+   * returning a function lets it go there, the function then told of the link's end (as
+   * linkReset's onEvent); otherwise the session has stopped the relay, as at any close.
    */
   onClose(
     kind: RelayEnd,
     detail?: string,
     processId?: number,
     secretKey?: number,
+    transactions?: number,
   ): LinkEventHandler | void
 }
 

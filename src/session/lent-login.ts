@@ -56,7 +56,8 @@ export class LentLogin implements RegisteredSession {
     return [
       (message) => this.session().callbacks[0](message),
       (message) => this.session().callbacks[1](message),
-      (kind, detail, processId, secretKey) => this.onClose(kind, detail, processId, secretKey),
+      (kind, detail, processId, secretKey, transactions) =>
+        this.onClose(kind, detail, processId, secretKey, transactions),
     ]
   }
 
@@ -109,9 +110,9 @@ export class LentLogin implements RegisteredSession {
     detail?: string,
     processId?: number,
     secretKey?: number,
+    transactions = 0,
   ): LinkEventHandler | void {
     if (!this.made && kind === 'goodbye' && processId !== undefined) {
-      const transactions = this.options.relay.progress().transactions
       const onShelf = this.options.backOnShelf({ processId, secretKey: secretKey! })
       if (onShelf) {
         this.over = true
