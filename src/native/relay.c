@@ -931,24 +931,53 @@ static int read_needles(napi_env env, napi_value value, char ***needles, size_t 
 /* The settings a config reload may change, in this order. */
 enum setting { MAX_MESSAGE_BYTES, INTERCEPT_TYPES, STATEMENT_NEEDLES, QUERY_CACHE, SETTINGS };
 
-/* Takes the settings (setting order). Returns -1 when out of memory. */
-static int configure(napi_env env, relay_t *r, const napi_value *settings) {
+/* What a relay's settings are read into: by a lent relay's shelf entry (relay-settings.h), which
+ * lends the relays made with them the needles and the cache, or on the way into one relay. */
+struct relay_settings {
+  uint8_t valid[256];
+  uint8_t intercept[256];
+  size_t max_message;
+  char **needles; /* NULL: every Query and Parse goes to JavaScript */
+  size_t needle_count;
+  shared_cache_t *queries;
+  napi_ref queries_ref;
+};
+
+/* Reads the settings (setting order) into `out`, zeroed; -1 when out of memory (what was read
+ * stays out's, to be freed with it). */
+static int read_settings(napi_env env, const napi_value *settings, relay_settings_t *out) {
   double max_message = 0;
   napi_get_value_double(env, settings[MAX_MESSAGE_BYTES], &max_message);
-  r->from_client.max_message = (size_t)max_message;
-  memset(r->from_client.intercept, 0, sizeof r->from_client.intercept);
-  fill_types(env, settings[INTERCEPT_TYPES], r->from_client.intercept);
-  free_needles(r);
-  r->needles = NULL;
-  r->needle_count = 0;
-  if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
-  r->queries_ref = NULL;
+  out->max_message = (size_t)max_message;
+  fill_types(env, settings[INTERCEPT_TYPES], out->intercept);
   napi_value queries = settings[QUERY_CACHE];
-  if (napi_unwrap(env, queries, (void **)&r->queries) == napi_ok)
-    napi_create_reference(env, queries, 1, &r->queries_ref);
+  if (napi_unwrap(env, queries, (void **)&out->queries) == napi_ok)
+    napi_create_reference(env, queries, 1, &out->queries_ref);
   else
-    r->queries = NULL;
-  return read_needles(env, settings[STATEMENT_NEEDLES], &r->needles, &r->needle_count);
+    out->queries = NULL;
+  return read_needles(env, settings[STATEMENT_NEEDLES], &out->needles, &out->needle_count);
+}
+
+/* The relay relays with `s` from its next message. `borrowed`: the needles and the cache stay
+ * s's (relay_lent); else the relay frees them. */
+static void take_settings(relay_t *r, const relay_settings_t *s, int borrowed) {
+  memcpy(r->from_client.intercept, s->intercept, sizeof s->intercept);
+  r->from_client.max_message = s->max_message;
+  r->needles = s->needles;
+  r->needle_count = s->needle_count;
+  r->needles_borrowed = borrowed;
+  r->queries = s->queries;
+  r->queries_ref = borrowed ? NULL : s->queries_ref;
+}
+
+/* Takes the settings (setting order). Returns -1 when out of memory. */
+static int configure(napi_env env, relay_t *r, const napi_value *settings) {
+  relay_settings_t read = {0};
+  int status = read_settings(env, settings, &read);
+  free_needles(r);
+  if (r->queries_ref) napi_delete_reference(env, r->queries_ref);
+  take_settings(r, &read, 0);
+  return status;
 }
 
 static relay_t *unwrap_relay(napi_env env, napi_callback_info info, napi_value *argv) {
@@ -1084,33 +1113,14 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
 
 /* ---- a lent relay's settings, read once per shelf entry (relay-settings.h) ---- */
 
-struct relay_settings {
-  uint8_t valid[256];
-  uint8_t intercept[256];
-  size_t max_message;
-  char **needles; /* NULL: every Query and Parse goes to JavaScript */
-  size_t needle_count;
-  shared_cache_t *queries;
-  napi_ref queries_ref;
-};
-
 relay_settings_t *relay_settings_read(napi_env env, napi_value settings) {
   napi_value values[1 + SETTINGS];
   for (uint32_t i = 0; i < 1 + SETTINGS; i++)
     if (napi_get_element(env, settings, i, &values[i]) != napi_ok) return NULL;
   relay_settings_t *read = calloc(1, sizeof *read);
   if (!read) return NULL;
-  double max_message = 0;
-  napi_get_value_double(env, values[1 + MAX_MESSAGE_BYTES], &max_message);
-  read->max_message = (size_t)max_message;
   fill_types(env, values[0], read->valid);
-  fill_types(env, values[1 + INTERCEPT_TYPES], read->intercept);
-  napi_value queries = values[1 + QUERY_CACHE];
-  if (napi_unwrap(env, queries, (void **)&read->queries) == napi_ok)
-    napi_create_reference(env, queries, 1, &read->queries_ref);
-  else
-    read->queries = NULL;
-  if (read_needles(env, values[1 + STATEMENT_NEEDLES], &read->needles, &read->needle_count) < 0) {
+  if (read_settings(env, values + 1, read) < 0) {
     relay_settings_free(env, read);
     return NULL;
   }
@@ -1140,12 +1150,7 @@ napi_value relay_lent(napi_env env, side_t *client, server_link_t *link,
   r->progress.progress_at = uv_now(r->loop);
   r->keeps_server = 1;
   memcpy(r->from_client.valid, settings->valid, sizeof settings->valid);
-  memcpy(r->from_client.intercept, settings->intercept, sizeof settings->intercept);
-  r->from_client.max_message = settings->max_message;
-  r->needles = settings->needles;
-  r->needle_count = settings->needle_count;
-  r->needles_borrowed = 1;
-  r->queries = settings->queries;
+  take_settings(r, settings, 1);
   /* Both watches stay as they are: the first update_polls finds them right, or starts them. */
   r->client = client;
   client->relay = r;
