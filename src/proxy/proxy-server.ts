@@ -51,6 +51,7 @@ import { ChurnCollector } from '../session/churn-collector.js'
 import { createPooling } from './pooling.js'
 import { serverStates } from '../admin/pool-view.js'
 import {
+  goodbyeToShelf,
   lendServer,
   startSessionClient,
   startTransactionClient,
@@ -515,11 +516,10 @@ export async function startProxy(
       busyInTransaction: transactionPooling,
       make: () => madeSession(connection, native, pooled, profile, log),
       backOnShelf: (key) => {
-        const onShelf = pooled.backOnShelf?.(key) ?? null
+        const onShelf = goodbyeToShelf(pooled, pooling!, key)
         if (!onShelf) return null
         log.debug('server connection back on the shelf in C')
         if (transactionPooling) pool.unkeep(server)
-        pooling!.cancelKeys.forget(pooled.cancelKey)
         connection.end()
         return onShelf
       },

@@ -339,6 +339,21 @@ function appliedValue(settings: [string, string][], name: string, value: string)
   return value
 }
 
+/**
+ * A client lent its connection in C said goodbye cleanly: the connection goes back on the shelf
+ * in C for a next client to get `key`, and this client's own key is forgotten. Returns what C
+ * tells of the link's end from then on; null when the connection comes back through the pool.
+ */
+export function goodbyeToShelf(
+  client: Pick<PooledClient, 'backOnShelf' | 'cancelKey'>,
+  context: PoolingContext,
+  key: BackendKey,
+): LinkEventHandler | null {
+  const onEnd = client.backOnShelf?.(key) ?? null
+  if (onEnd) context.cancelKeys.forget(client.cancelKey)
+  return onEnd
+}
+
 /** The session's view of its server connection: given back to the pool (reset) at the end. */
 export function lendServer(client: PooledClient, context: PoolingContext): PooledUpstream {
   const { pool, server } = client
@@ -346,11 +361,7 @@ export function lendServer(client: PooledClient, context: PoolingContext): Poole
     backendKey: server.backendKey,
     attach: (receiver) => server.attach(receiver),
     takeLink: () => server.takeLink(),
-    keepOnShelf: (key) => {
-      const onEnd = client.backOnShelf?.(key) ?? null
-      if (onEnd) context.cancelKeys.forget(client.cancelKey)
-      return onEnd
-    },
+    keepOnShelf: (key) => goodbyeToShelf(client, context, key),
     release: (clean, link) => {
       context.cancelKeys.forget(client.cancelKey)
       if (link) server.keepLink(link)
