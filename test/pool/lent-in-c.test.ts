@@ -448,6 +448,15 @@ describe('transaction pools', () => {
   })
 })
 
+/** A client lent its pool's one connection in C, once a client like it has left it. */
+async function lentClient(proxy: TestProxy, lent: () => unknown[]) {
+  await (await connect(proxy)).client.end()
+  await idleAgain(proxy)
+  const client = await connect(proxy)
+  expect(lent()).toHaveLength(1)
+  return client
+}
+
 /**
  * A lent login makes no session until JavaScript must take part (src/session/lent-login.ts):
  * what the console, a reload, a timeout and a shutdown ask of it must find it as a session.
@@ -482,10 +491,7 @@ describe('a lent login before its session is made', () => {
     test(`${mode} pool: SHOW CLIENTS shows a lent client's statement under way as ${state}, as a session's`, async () => {
       const { proxy, lent } = await startLending({ pool: { mode, size: 1 } })
       try {
-        await (await connect(proxy)).client.end()
-        await idleAgain(proxy)
-        const { client } = await connect(proxy)
-        expect(lent()).toHaveLength(1)
+        const { client } = await lentClient(proxy, lent)
         const sleeping = client.query('SELECT pg_sleep(10)')
         await waitFor(async () => (await consoleRows(proxy, 'SHOW CLIENTS'))[0]?.state === state, {
           what: `the client ${state}`,
@@ -504,10 +510,7 @@ describe('a lent login before its session is made', () => {
       const pool = { mode, size: 1 }
       const { proxy, reload, lent } = await startLending({ pool })
       try {
-        await (await connect(proxy)).client.end()
-        await idleAgain(proxy)
-        const { client } = await connect(proxy)
-        expect(lent()).toHaveLength(1)
+        const { client } = await lentClient(proxy, lent)
         await client.query(`SELECT '${'x'.repeat(8192)}'`)
         await reload({ pool, limits: { shutdownTimeoutMs: 2000, maxMessageBytes: 4096 } })
         await expect(client.query(`SELECT '${'x'.repeat(8192)}'`)).rejects.toMatchObject({
@@ -523,10 +526,7 @@ describe('a lent login before its session is made', () => {
     const limits = { shutdownTimeoutMs: 2000, idleTransactionTimeoutMs: 300 }
     const { proxy, lent } = await startLending({ limits })
     try {
-      await (await connect(proxy)).client.end()
-      await idleAgain(proxy)
-      const { client } = await connect(proxy)
-      expect(lent()).toHaveLength(1)
+      const { client } = await lentClient(proxy, lent)
       const error = new Promise((resolve) => client.once('error', resolve))
       await client.query('BEGIN')
       expect(await error).toMatchObject({ code: '25P03' })
@@ -537,10 +537,7 @@ describe('a lent login before its session is made', () => {
 
   test('a shutdown ends an idle lent client at once', async () => {
     const { proxy, lent } = await startLending({ limits: { shutdownTimeoutMs: 120_000 } })
-    await (await connect(proxy)).client.end()
-    await idleAgain(proxy)
-    const { client } = await connect(proxy)
-    expect(lent()).toHaveLength(1)
+    const { client } = await lentClient(proxy, lent)
     const error = new Promise((resolve) => client.once('error', resolve))
     // Within the test timeout (60 s) only if the idle client is closed, not waited for.
     await proxy.close()
