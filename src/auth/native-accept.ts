@@ -26,6 +26,7 @@ type AcceptedReport = [
   ...Report,
   fd: number,
   login: LoginWatch | undefined,
+  /** What is left of the startup timeout; LENT: how long ago the login was lent. */
   remainingMs: number,
   /** LENT: the relay C made, and the server link it was lent. */
   relay?: CompiledRelayHandle,
@@ -70,6 +71,8 @@ export type LentLogin = (
   connection: ClientConnection,
   relay: CompiledRelayHandle,
   link: ServerLinkHandle,
+  /** How long ago it was lent: C reports a lease when JavaScript must take part. */
+  lentMsAgo: number,
 ) => unknown
 
 export class NativeAcceptor {
@@ -96,7 +99,7 @@ export class NativeAcceptor {
         const lent = outcome === LoginOutcome.Lent
         const relayed = lent && !lentClientsReadAgain
         const connection = ClientConnection.onDescriptor(fd, peerName, relayed)
-        if (lent) return onLent(connection, relay!, link!)
+        if (lent) return onLent(connection, relay!, link!, remainingMs)
         if (login) connection.keepLoginWatch(login, watchControl)
         onLogin(connection, loginResult(outcome, bytes, failure, detail), remainingMs)
       },

@@ -16,7 +16,7 @@
  *   acceptorListen(acceptor, fd) → the descriptor watched: a duplicate of a bound TCP socket
  *   acceptorSettings(acceptor, timeoutMs, tellClosed): for connections accepted from now on
  *   acceptorRoom(acceptor, room): how many logins under way are allowed before JavaScript chooses
- *   acceptorPending(acceptor) → the logins under way
+ *   acceptorPending(acceptor) → the logins under way, those lent in C unreported counted
  *   acceptorStop(acceptor): accepts no more (the logins under way go on)
  *   acceptorCloseLogins(acceptor): closes every login under way, with nothing told
  *   peerName(fd, out): out.address and out.port of a TCP descriptor's peer, as Node's getpeername
@@ -61,6 +61,7 @@ struct acceptor {
   int listening;
   accepted_t under_way; /* the list's head: logins under way, in the order accepted */
   int pending;
+  int quiet; /* logins lent in C that JavaScript has not heard of (accepted_quiet) */
   int room;
   uint32_t timeout_ms;
   int tell_closed;
@@ -79,7 +80,9 @@ static void acceptor_free_if_done(acceptor_t *a) {
   free(a);
 }
 
-static void hold_recall(acceptor_t *a) { logins_hold_recall(a->setup, a->pending > a->room); }
+static void hold_recall(acceptor_t *a) {
+  logins_hold_recall(a->setup, a->pending + a->quiet > a->room);
+}
 
 static void on_timer(uv_timer_t *timer);
 
@@ -173,6 +176,11 @@ accepted_end_t accepted_leave(accepted_t *e) {
   accepted_end_t end = {a, a->on_login, a->tell_closed,
                         e->deadline > now ? (double)(e->deadline - now) : 0};
   return end;
+}
+
+void accepted_quiet(acceptor_t *a, int change) {
+  a->quiet += change;
+  hold_recall(a);
 }
 
 void accepted_done(acceptor_t *a) {
@@ -314,7 +322,7 @@ static acceptor_t *only_acceptor(napi_env env, napi_callback_info info) {
 napi_value js_acceptor_pending(napi_env env, napi_callback_info info) {
   napi_value result;
   acceptor_t *a = only_acceptor(env, info);
-  napi_create_int32(env, a ? a->pending : 0, &result);
+  napi_create_int32(env, a ? a->pending + a->quiet : 0, &result);
   return result;
 }
 

@@ -30,6 +30,10 @@ typedef struct {
 accepted_end_t accepted_leave(accepted_t *entry);
 void accepted_done(acceptor_t *acceptor);
 
+/* A login that left (accepted_leave) but goes on quietly lent in C (+1), until it is reported
+ * or over (-1): it counts against the room as one under way, with no deadline. */
+void accepted_quiet(acceptor_t *acceptor, int change);
+
 napi_value js_accept_clients(napi_env env, napi_callback_info info);
 napi_value js_acceptor_listen(napi_env env, napi_callback_info info);
 napi_value js_acceptor_settings(napi_env env, napi_callback_info info);

@@ -100,6 +100,8 @@ struct login {
   napi_ref reader; /* loginRead's onBytes, while JavaScript reads the client through the login */
   int handle_open, finalized;
   accepted_t entry; /* on a connection C accepted: told through entry.acceptor while under way */
+  accepted_end_t lent_end; /* lent in C: how its lease is reported (login_report_lent) */
+  uint64_t lent_at;        /* and when it was lent (uv_now) */
 };
 
 /* The setup outlives its JavaScript value while logins it started go on (they call `choose`). */
@@ -259,36 +261,30 @@ static void report_accepted(login_t *login, int outcome, const uint8_t *keys, in
   accepted_done(end.acceptor);
 }
 
-/* An accepted login lent a server connection (login-lend.c), told as LENT with the relay and
- * the link, and the client's descriptor as the lender gives it (the relay's, or a duplicate for
- * JavaScript); JavaScript answers with the relay's callbacks. Anything that fails closes the
- * client. */
-static void report_lent(login_t *login, void *lease) {
-  const login_lender_t *lender = login->setup->lender;
-  accepted_end_t end = accepted_leave(&login->entry);
-  login->phase = HANDED;
+napi_value login_report_lent(side_t *side, napi_value relay, napi_value link, int fd) {
+  login_t *login = (login_t *)side;
   napi_env env = login->setup->env;
-  napi_handle_scope scope;
-  napi_open_handle_scope(env, &scope);
-  napi_value fn, answer = NULL, argv[9];
-  if (lender->values(lease, env, argv + 7) < 0) {
-    stop(login);
-  } else {
-    /* From here the relay holds the side: it closes it, whatever JavaScript answers. */
-    napi_create_int32(env, LOGIN_OUTCOME_LENT, &argv[0]);
-    napi_get_undefined(env, &argv[1]);
-    napi_create_int32(env, 0, &argv[2]);
-    napi_create_int32(env, 0, &argv[3]);
-    napi_create_int32(env, lender->descriptor(lease, login->side.io.fd), &argv[4]);
-    napi_get_undefined(env, &argv[5]);
-    napi_create_double(env, end.remaining_ms, &argv[6]);
-    napi_get_reference_value(env, end.callback, &fn);
-    answer = call(login->setup, fn, 9, argv);
-    if (!answer) napi_get_undefined(env, &answer);
-    lender->answered(lease, answer);
-  }
-  napi_close_handle_scope(env, scope);
-  accepted_done(end.acceptor);
+  accepted_end_t *end = &login->lent_end;
+  napi_value fn, argv[9] = {NULL};
+  napi_create_int32(env, LOGIN_OUTCOME_LENT, &argv[0]);
+  napi_get_undefined(env, &argv[1]);
+  napi_create_int32(env, 0, &argv[2]);
+  napi_create_int32(env, 0, &argv[3]);
+  napi_create_int32(env, fd, &argv[4]);
+  napi_get_undefined(env, &argv[5]);
+  napi_create_double(env, (double)(uv_now(side->poll.loop) - login->lent_at), &argv[6]);
+  argv[7] = relay;
+  argv[8] = link;
+  napi_get_reference_value(env, end->callback, &fn);
+  napi_value answer = call(login->setup, fn, 9, argv);
+  login_lent_over(side);
+  return answer;
+}
+
+void login_lent_over(side_t *side) {
+  acceptor_t *acceptor = ((login_t *)side)->lent_end.acceptor;
+  accepted_quiet(acceptor, -1);
+  accepted_done(acceptor);
 }
 
 static void watch(login_t *login, int events) {
@@ -464,12 +460,21 @@ static void on_password(login_t *login, const uint8_t *body, size_t n) {
   memcpy(head + SCRAM_KEY_BYTES, login->scram.server_key, SCRAM_KEY_BYTES);
   write_answer(head + 2 * SCRAM_KEY_BYTES, signature);
   const login_lender_t *lender = login->setup->lender;
-  void *lease = lender && login->entry.acceptor && login->in.len == 0
-                    ? lender->lend(login->setup->lender_ctx, &login->side, login->packet.data,
-                                   login->packet.len, head + 2 * SCRAM_KEY_BYTES, ANSWER_BYTES)
-                    : NULL;
-  if (lease) return report_lent(login, lease);
-  report(login, LOGIN_OUTCOME_AUTHENTICATED, head, 0, 0);
+  int lent = lender && login->entry.acceptor && login->in.len == 0
+                 ? lender->lend(login->setup->lender_ctx, &login->side, login->packet.data,
+                                login->packet.len, head + 2 * SCRAM_KEY_BYTES, ANSWER_BYTES)
+                 : LEND_NONE;
+  if (lent == LEND_NONE) return report(login, LOGIN_OUTCOME_AUTHENTICATED, head, 0, 0);
+  /* Lent: a relay holds the side, and the login counts as quiet until reported. Failed: the
+   * answer went out, and the client is closed. */
+  login->phase = HANDED;
+  login->lent_at = uv_now(login->side.poll.loop);
+  login->lent_end = accepted_leave(&login->entry);
+  if (lent == LEND_FAILED) {
+    stop(login);
+    return accepted_done(login->lent_end.acceptor);
+  }
+  accepted_quiet(login->lent_end.acceptor, 1);
 }
 
 /* Takes every whole packet at the head of `in`. */

@@ -50,25 +50,25 @@ accepted_t *login_accept(setup_t *setup, uv_loop_t *loop, int fd);
 
 /*
  * Lending in C (login-lend.c): an accepted login that authenticated with nothing sent after its
- * last message may be served on a pool's server connection without JavaScript choosing first.
- * JavaScript is then told LENT, with the relay and the server link, and answers with the
- * relay's callbacks.
+ * last message may be served on a pool's server connection without JavaScript choosing first,
+ * and relayed quietly: JavaScript is told LENT (login_report_lent) only when it must take part.
  */
+enum lend_result { LEND_NONE, LEND_QUIET, LEND_FAILED };
 typedef struct {
-  /* A lease when the login is lent a connection (the answer and the greeting then went to the
-   * client, `answer` first), else NULL. */
-  void *(*lend)(void *lender, side_t *client, const uint8_t *packet, size_t len,
-                const uint8_t *answer, size_t answer_len);
-  /* In the report's handle scope: the relay and the link to tell JavaScript of; -1 when they
-   * cannot be made (the client is closed, the link ended). */
-  int (*values)(void *lease, napi_env env, napi_value out[2]);
-  /* JavaScript's answer to the report (its callbacks, or undefined when it threw). */
-  void (*answered)(void *lease, napi_value answer);
-  /* The client's descriptor for JavaScript, the login's being `own`: that one, which stays the
-   * relay's, or a duplicate made at the lend, which is JavaScript's to read once the relay stops
-   * and to close. */
-  int (*descriptor)(void *lease, int own);
+  /* LEND_QUIET: the login was lent a connection (the answer and the greeting went to the client,
+   * `answer` first) and a relay carries it; LEND_NONE: none to lend, nothing sent; LEND_FAILED:
+   * the answer went out but no relay could be made (the login closes the client). */
+  int (*lend)(void *lender, side_t *client, const uint8_t *packet, size_t len,
+              const uint8_t *answer, size_t answer_len);
 } login_lender_t;
+
+/* Tells JavaScript of a quiet lease (LENT, with the relay, the link, the client's descriptor
+ * for JavaScript, the relay's or a duplicate of it, and in remainingMs how long ago it was lent); returns JavaScript's answer (NULL when it
+ * threw). The login no longer counts as under way. In a handle scope. */
+napi_value login_report_lent(side_t *side, napi_value relay, napi_value link, int fd);
+
+/* A quiet lease ended without a report (its link back on the shelf, or out of memory). */
+void login_lent_over(side_t *side);
 
 /* Logins accepted from now on may be lent through `lender` (NULL: none is). */
 void logins_lend_with(setup_t *setup, const login_lender_t *lender, void *ctx);

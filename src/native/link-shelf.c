@@ -16,6 +16,7 @@ struct shelf_entry {
   link_shelf_t *shelf;
   server_link_t *link;
   napi_ref value; /* the link's JavaScript value, kept alive while shelved */
+  napi_ref on_end; /* what the link tells of its end once back on the shelf quietly */
   bytes_t packet, greeting, reset;
   int reset_queries;
   uint64_t reset_ms;
@@ -24,10 +25,21 @@ struct shelf_entry {
   uint64_t reset_until; /* uv_now past which a reset under way ends the link */
 };
 
+/* A link back on the shelf quietly, its new key and its client's transactions: for JavaScript
+ * to take in (shelfSettle). */
+typedef struct {
+  napi_ref link;
+  uint8_t key[8];
+  double transactions;
+} quiet_return_t;
+
 struct link_shelf {
   napi_env env;
   uv_loop_t *loop;
   shelf_entry_t *entries;
+  shelf_quiet_t quiet; /* the head of the leases JavaScript has not heard of */
+  quiet_return_t *returns;
+  size_t return_count, return_room;
   uv_timer_t timer; /* the earliest reset_until of a reset under way */
   int lent;         /* entries out with a relay: the shelf is freed after them */
   int finalized, timer_open;
@@ -38,12 +50,22 @@ link_shelf_t *shelf_of(napi_env env, napi_value value) {
   return shelf && !shelf->finalized ? shelf : NULL;
 }
 
+static void drop_returns(link_shelf_t *shelf) {
+  for (size_t i = 0; i < shelf->return_count; i++)
+    napi_delete_reference(shelf->env, shelf->returns[i].link);
+  shelf->return_count = 0;
+}
+
 static void free_if_done(link_shelf_t *shelf) {
-  if (shelf->finalized && !shelf->timer_open && shelf->lent == 0) free(shelf);
+  if (!shelf->finalized || shelf->timer_open || shelf->lent > 0) return;
+  drop_returns(shelf);
+  free(shelf->returns);
+  free(shelf);
 }
 
 static void entry_free(napi_env env, shelf_entry_t *entry) {
   if (entry->value) napi_delete_reference(env, entry->value);
+  if (entry->on_end) napi_delete_reference(env, entry->on_end);
   relay_settings_free(env, entry->settings);
   bytes_free(&entry->packet);
   bytes_free(&entry->greeting);
@@ -145,8 +167,9 @@ static void on_reset(void *data, server_link_t *link, const bytes_t *statuses) {
 /* Where the greeting's BackendKeyData body starts: before ReadyForQuery (6 bytes), its 12. */
 #define KEY_FROM_END (1 + 4 + 1 + 8)
 
-void shelf_return(shelf_entry_t *entry, server_link_t *link, const uint8_t key[8],
-                  napi_value on_event) {
+/* The link goes back on the shelf (or ends, the shelf gone), its reset under way. */
+static void put_back(shelf_entry_t *entry, server_link_t *link, const uint8_t key[8],
+                     napi_value on_event) {
   link_shelf_t *shelf = entry->shelf;
   napi_env env = shelf->env;
   shelf->lent--;
@@ -165,6 +188,46 @@ void shelf_return(shelf_entry_t *entry, server_link_t *link, const uint8_t key[8
     free_if_done(shelf);
   }
 }
+
+void shelf_return(shelf_entry_t *entry, server_link_t *link, const uint8_t key[8],
+                  napi_value on_event) {
+  napi_env env = entry->shelf->env;
+  napi_delete_reference(env, entry->on_end);
+  napi_create_reference(env, on_event, 1, &entry->on_end);
+  put_back(entry, link, key, on_event);
+}
+
+int shelf_may_return(const shelf_entry_t *entry, uint64_t now) {
+  return !entry->shelf->finalized && now <= entry->until;
+}
+
+/* Keeps a quiet return for JavaScript. */
+static void note_return(link_shelf_t *shelf, server_link_t *link, const uint8_t key[8],
+                       double transactions) {
+  if (shelf->return_count == shelf->return_room) {
+    size_t room = shelf->return_room ? 2 * shelf->return_room : 16;
+    quiet_return_t *grown = realloc(shelf->returns, room * sizeof *grown);
+    if (!grown) return;
+    shelf->returns = grown;
+    shelf->return_room = room;
+  }
+  quiet_return_t *noted = &shelf->returns[shelf->return_count++];
+  napi_create_reference(shelf->env, link_js_value(link), 1, &noted->link);
+  memcpy(noted->key, key, 8);
+  noted->transactions = transactions;
+}
+
+void shelf_return_quietly(shelf_entry_t *entry, server_link_t *link, const uint8_t key[8],
+                          double transactions) {
+  link_shelf_t *shelf = entry->shelf;
+  napi_value on_end;
+  /* Out of memory, the new key reaches no cancel: the client it greets cannot cancel. */
+  note_return(shelf, link, key, transactions);
+  napi_get_reference_value(shelf->env, entry->on_end, &on_end);
+  put_back(entry, link, key, on_end);
+}
+
+shelf_quiet_t *shelf_quiet(link_shelf_t *shelf) { return &shelf->quiet; }
 
 void shelf_entry_drop(shelf_entry_t *entry) {
   link_shelf_t *shelf = entry->shelf;
@@ -196,6 +259,7 @@ napi_value js_link_shelf(napi_env env, napi_callback_info info) {
   napi_value value;
   if (!shelf) return throw_error(env, "pgfence shelf: out of memory");
   shelf->env = env;
+  shelf->quiet.next = shelf->quiet.prev = &shelf->quiet;
   if (napi_get_uv_event_loop(env, &shelf->loop) != napi_ok ||
       napi_create_external(env, shelf, shelf_finalize, NULL, &value) != napi_ok) {
     free(shelf);
@@ -226,8 +290,9 @@ static int keyed_greeting(const bytes_t *greeting) {
 }
 
 napi_value js_shelve(napi_env env, napi_callback_info info) {
-  size_t argc = 9;
-  napi_value argv[9], result;
+  size_t argc = 10;
+  napi_value argv[10], result;
+  napi_valuetype on_end = napi_undefined;
   link_shelf_t *shelf = NULL;
   server_link_t *link = NULL;
   double lend_for = -1, reset_ms = 0;
@@ -241,10 +306,11 @@ napi_value js_shelve(napi_env env, napi_callback_info info) {
       napi_get_value_double(env, argv[5], &lend_for) != napi_ok ||
       copy_buffer(env, argv[6], &entry->reset) < 0 ||
       napi_get_value_int32(env, argv[7], &queries) != napi_ok || queries < 1 ||
-      napi_get_value_double(env, argv[8], &reset_ms) != napi_ok || !(reset_ms >= 0)) {
+      napi_get_value_double(env, argv[8], &reset_ms) != napi_ok || !(reset_ms >= 0) ||
+      napi_typeof(env, argv[9], &on_end) != napi_ok || on_end != napi_function) {
     if (entry) entry_free(env, entry);
     return throw_error(env, "pgfence shelf: shelve(shelf, link, packet, greeting, settings, "
-                            "lendForMs, reset, resetQueries, resetMs)");
+                            "lendForMs, reset, resetQueries, resetMs, onEnd)");
   }
   /* It ended, or a relay took it, since JavaScript last heard: not one to lend. */
   napi_get_boolean(env, link_is_waiting(link), &result);
@@ -258,6 +324,7 @@ napi_value js_shelve(napi_env env, napi_callback_info info) {
   entry->reset_queries = queries;
   entry->reset_ms = (uint64_t)reset_ms;
   napi_create_reference(env, argv[1], 1, &entry->value);
+  napi_create_reference(env, argv[9], 1, &entry->on_end);
   entry->next = shelf->entries;
   shelf->entries = entry;
   return result;
@@ -283,5 +350,32 @@ napi_value js_unshelve(napi_env env, napi_callback_info info) {
     break;
   }
   napi_get_boolean(env, waited, &result);
+  return result;
+}
+
+napi_value js_shelf_returns(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], result, value;
+  link_shelf_t *shelf = NULL;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
+      !(shelf = shelf_of(env, argv[0])))
+    return throw_error(env, "pgfence shelf: shelfReturns(shelf)");
+  if (shelf->return_count == 0) {
+    napi_get_undefined(env, &result);
+    return result;
+  }
+  napi_create_array_with_length(env, 4 * shelf->return_count, &result);
+  for (size_t i = 0; i < shelf->return_count; i++) {
+    const quiet_return_t *noted = &shelf->returns[i];
+    napi_get_reference_value(env, noted->link, &value);
+    napi_set_element(env, result, 4 * i, value);
+    napi_create_uint32(env, read_u32(noted->key), &value);
+    napi_set_element(env, result, 4 * i + 1, value);
+    napi_create_uint32(env, read_u32(noted->key + 4), &value);
+    napi_set_element(env, result, 4 * i + 2, value);
+    napi_create_double(env, noted->transactions, &value);
+    napi_set_element(env, result, 4 * i + 3, value);
+  }
+  drop_returns(shelf);
   return result;
 }

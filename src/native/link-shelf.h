@@ -10,11 +10,14 @@
  *
  * JavaScript API (src/relay/link-shelf.ts):
  *   linkShelf() → shelf
- *   shelve(shelf, link, packet, greeting, settings, lendForMs, reset, resetQueries, resetMs) →
- *     whether the link was shelved (false: it no longer waits); `settings`: [frontendTypes,
+ *   shelve(shelf, link, packet, greeting, settings, lendForMs, reset, resetQueries, resetMs,
+ *     onEnd) → whether the link was shelved (false: it no longer waits); onEnd: what C tells of
+ *     the link's end once a quiet lease put it back; `settings`: [frontendTypes,
  *     maxMessageBytes, interceptTypes, statementNeedles, queryCache] (relay()'s, in its order);
  *     lendForMs: how long it may be lent from now (-1: no limit); `reset`: resetQueries simple
  *     Queries, the first a DISCARD ALL, answered within resetMs or the link ends
+ *   shelfReturns(shelf) → [link, processId, secretKey, transactions, ...] for each link a quiet
+ *     lease put back since the last call, in order, or undefined: none
  *   unshelve(shelf, link) → whether it was on the shelf, waiting (false: a login took it, or it
  *     ended; a link still resetting is ended, JavaScript told)
  */
@@ -29,6 +32,11 @@
 
 typedef struct link_shelf link_shelf_t;
 typedef struct shelf_entry shelf_entry_t;
+
+/* A lease JavaScript has not heard of (login-lend.c), in its shelf's list. */
+typedef struct shelf_quiet {
+  struct shelf_quiet *prev, *next;
+} shelf_quiet_t;
 
 /* What a login is lent: the link, still waiting, and what to serve it with, which stays the
  * entry's; the entry is the caller's, for shelf_return or shelf_entry_drop. */
@@ -53,11 +61,24 @@ int shelf_lend(link_shelf_t *shelf, const uint8_t *packet, size_t len, uint64_t 
 void shelf_return(shelf_entry_t *entry, server_link_t *link, const uint8_t key[8],
                   napi_value on_event);
 
+/* Whether a lent entry's link may come back to the shelf at `now` without JavaScript. */
+int shelf_may_return(const shelf_entry_t *entry, uint64_t now);
+
+/* As shelf_return, JavaScript not asked: the link tells its end as it did when shelved, and the
+ * return waits, with the key and the client's transactions, until JavaScript takes it in
+ * (shelfReturns). */
+void shelf_return_quietly(shelf_entry_t *entry, server_link_t *link, const uint8_t key[8],
+                          double transactions);
+
+/* The head of the shelf's quiet leases (their list is the lender's to keep). */
+shelf_quiet_t *shelf_quiet(link_shelf_t *shelf);
+
 /* A lent entry that does not come back. */
 void shelf_entry_drop(shelf_entry_t *entry);
 
 napi_value js_link_shelf(napi_env env, napi_callback_info info);
 napi_value js_shelve(napi_env env, napi_callback_info info);
 napi_value js_unshelve(napi_env env, napi_callback_info info);
+napi_value js_shelf_returns(napi_env env, napi_callback_info info);
 
 #endif

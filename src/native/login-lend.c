@@ -1,13 +1,18 @@
 /*
  * Lending in C: a login accepted in C that authenticated is served at once on a server link
  * JavaScript shelved for its startup packet (link-shelf.h), without JavaScript choosing: the
- * answer and the greeting go to the client in one write, a relay is made in C over the login's
- * side and the link's, and JavaScript is told once (LENT), giving the relay its callbacks.
+ * answer and the greeting go to the client in one write, and a relay made in C over the login's
+ * side and the link's carries the client, quietly. JavaScript is told (LENT, giving the relay its
+ * callbacks) only when it must take part: the relay has a message or an end for it, or
+ * JavaScript asks (shelfReport) before it reads or changes what a lease would change (its pools,
+ * its sessions, the cancel keys). A client that says goodbye cleanly before that leaves its link
+ * back on the shelf (shelf_return_quietly), and JavaScript never hears of it but for its count.
  *
  * JavaScript API (src/relay/link-shelf.ts):
  *   loginsLend(logins, shelf, clientReadsAgain): logins accepted from now on may be lent from
  *     `shelf`; with clientReadsAgain (a transaction pool's), JavaScript is given a duplicate of
  *     the client's descriptor, to read the client itself once the relay stops
+ *   shelfReport(shelf): reports every quiet lease of the shelf now
  */
 #define NAPI_VERSION 8
 #include <errno.h>
@@ -23,15 +28,21 @@
 #include "link-shelf.h"
 #include "relay.h"
 
+/* A login lent a connection quietly: in its shelf's list until reported or over. */
 typedef struct {
+  shelf_quiet_t node; /* first: the list's node is the lease */
   shelf_lend_t lent;
   side_t *client;
   relay_t *relay;
-  int fd; /* the client's duplicate for JavaScript (lending to transaction pools), else -1 */
+  napi_env env;
+  int duplicate; /* JavaScript gets a duplicate of the client's descriptor (clientReadsAgain) */
 } lease_t;
 
-/* One lease at a time: a report runs lend, values and answered before anything else. */
-static _Thread_local lease_t current;
+typedef struct {
+  link_shelf_t *shelf;
+  napi_env env;
+  int duplicate;
+} lender_t;
 
 /* Queues what the client did not take of `p` after `sent` of it was written; -1 when out of
  * memory. */
@@ -41,13 +52,56 @@ static int queue_rest(side_t *client, const uint8_t *p, size_t n, size_t *sent) 
   return bytes_append(&client->out, p + skip, n - skip);
 }
 
-static void *lend(void *lender, side_t *client, const uint8_t *packet, size_t len,
-                  const uint8_t *answer, size_t answer_len) {
-  if (shelf_lend(lender, packet, len, uv_now(client->poll.loop), &current.lent) < 0) return NULL;
-  current.client = client;
-  current.relay = NULL;
-  current.fd = -1;
-  const bytes_t *greeting = current.lent.greeting;
+static void unlist(lease_t *l) {
+  l->node.prev->next = l->node.next;
+  l->node.next->prev = l->node.prev;
+}
+
+static void lease_over(lease_t *l) {
+  unlist(l);
+  login_lent_over(l->client);
+  free(l);
+}
+
+static void returned(void *lease) { lease_over(lease); }
+
+static void dropped(void *lease) { lease_over(lease); }
+
+/* JavaScript hears of the lease: the relay's value, the link's and the client's descriptor (a
+ * transaction pool's own duplicate, made now); its answer starts the relay, or stops it. */
+static void wake(void *lease) {
+  lease_t *l = lease;
+  unlist(l);
+  napi_env env = l->env;
+  int fd = l->duplicate ? fcntl(l->client->io.fd, F_DUPFD_CLOEXEC, 0) : l->client->io.fd;
+  napi_value relay = fd >= 0 ? relay_value(env, l->relay) : NULL;
+  if (!relay) {
+    if (l->duplicate && fd >= 0) close(fd);
+    login_lent_over(l->client);
+    relay_lent_stop(l->relay);
+  } else {
+    napi_value answer = login_report_lent(l->client, relay, link_js_value(l->lent.link), fd);
+    if (!answer) napi_get_undefined(env, &answer);
+    relay_lent_start(l->relay, answer);
+  }
+  free(l);
+}
+
+static const relay_lender_t RELAY_LENDER = {wake, returned, dropped};
+
+static int lend(void *ctx, side_t *client, const uint8_t *packet, size_t len,
+                const uint8_t *answer, size_t answer_len) {
+  lender_t *lender = ctx;
+  lease_t *l = malloc(sizeof *l);
+  if (!l) return LEND_NONE;
+  if (shelf_lend(lender->shelf, packet, len, uv_now(client->poll.loop), &l->lent) < 0) {
+    free(l);
+    return LEND_NONE;
+  }
+  l->client = client;
+  l->env = lender->env;
+  l->duplicate = lender->duplicate;
+  const bytes_t *greeting = l->lent.greeting;
   struct iovec iov[2] = {{(void *)answer, answer_len}, {greeting->data, greeting->len}};
   ssize_t n;
   do n = writev(client->io.fd, iov, 2);
@@ -57,46 +111,24 @@ static void *lend(void *lender, side_t *client, const uint8_t *packet, size_t le
   if (queue_rest(client, answer, answer_len, &sent) < 0 ||
       queue_rest(client, greeting->data, greeting->len, &sent) < 0)
     client->out.len = 0; /* the relay's first write then fails the client: nothing half sent */
-  return &current;
+  shelf_quiet_t *head = shelf_quiet(lender->shelf);
+  l->node.next = head;
+  l->node.prev = head->prev;
+  head->prev->next = &l->node;
+  head->prev = &l->node;
+  l->relay = relay_lent(l->env, client, l->lent.link, l->lent.settings, l->lent.entry,
+                        &RELAY_LENDER, l);
+  if (l->relay) return LEND_QUIET;
+  unlist(l);
+  shelf_entry_drop(l->lent.entry);
+  link_end(l->lent.link); /* JavaScript closes the connection it thought idle */
+  free(l);
+  return LEND_FAILED;
 }
 
-static int values(void *lease, napi_env env, napi_value out[2]) {
-  lease_t *l = lease;
-  out[0] = relay_lent(env, l->client, l->lent.link, l->lent.settings, l->lent.entry, &l->relay);
-  if (!out[0]) {
-    if (l->fd >= 0) close(l->fd);
-    shelf_entry_drop(l->lent.entry);
-    link_end(l->lent.link); /* JavaScript closes the connection it thought idle */
-    return -1;
-  }
-  out[1] = link_js_value(l->lent.link);
-  return 0;
-}
+static const login_lender_t LENDER = {lend};
 
-static void answered(void *lease, napi_value answer) {
-  relay_lent_start(((lease_t *)lease)->relay, answer);
-}
-
-static int relay_descriptor(void *lease, int own) { return own; }
-
-/* A transaction pool's client reads again from JavaScript when its connection goes back to the
- * pool between transactions: JavaScript gets a duplicate of its descriptor, made before the
- * lend so that nothing fails after the greeting went out. */
-static void *lend_duplicating(void *lender, side_t *client, const uint8_t *packet, size_t len,
-                              const uint8_t *answer, size_t answer_len) {
-  int fd = fcntl(client->io.fd, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return NULL;
-  lease_t *l = lend(lender, client, packet, len, answer, answer_len);
-  if (!l) close(fd);
-  else l->fd = fd;
-  return l;
-}
-
-static int duplicate_descriptor(void *lease, int own) { return ((lease_t *)lease)->fd; }
-
-static const login_lender_t LENDER = {lend, values, answered, relay_descriptor};
-static const login_lender_t DUPLICATING_LENDER = {lend_duplicating, values, answered,
-                                                  duplicate_descriptor};
+static void lender_finalize(napi_env env, void *data, void *hint) { free(data); }
 
 napi_value js_logins_lend(napi_env env, napi_callback_info info) {
   size_t argc = 3;
@@ -104,12 +136,40 @@ napi_value js_logins_lend(napi_env env, napi_callback_info info) {
   setup_t *setup = NULL;
   link_shelf_t *shelf = NULL;
   bool duplicate = false;
+  lender_t *lender = NULL;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 ||
       !(setup = logins_setup(env, argv[0])) || !(shelf = shelf_of(env, argv[1])) ||
-      napi_get_value_bool(env, argv[2], &duplicate) != napi_ok) {
+      napi_get_value_bool(env, argv[2], &duplicate) != napi_ok ||
+      !(lender = malloc(sizeof *lender))) {
     napi_throw_error(env, NULL, "pgfence login: loginsLend(logins, shelf, clientReadsAgain)");
     return NULL;
   }
-  logins_lend_with(setup, duplicate ? &DUPLICATING_LENDER : &LENDER, shelf);
+  *lender = (lender_t){shelf, env, duplicate};
+  /* The lender lives as long as the shelf's JavaScript value. */
+  napi_add_finalizer(env, argv[1], lender, lender_finalize, NULL, NULL);
+  logins_lend_with(setup, &LENDER, lender);
+  return NULL;
+}
+
+napi_value js_shelf_report(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  link_shelf_t *shelf = NULL;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
+      !(shelf = shelf_of(env, argv[0]))) {
+    napi_throw_error(env, NULL, "pgfence shelf: shelfReport(shelf)");
+    return NULL;
+  }
+  shelf_quiet_t *head = shelf_quiet(shelf);
+  /* Each report runs JavaScript, which may end other leases: the walk starts over after each. */
+  while (head->next != head) {
+    lease_t *l = (lease_t *)head->next;
+    napi_handle_scope scope;
+    napi_open_handle_scope(env, &scope);
+    void *lease = relay_take_lease(l->relay);
+    if (lease) wake(lease);
+    else unlist(l); /* cannot be: a lease's relay holds it until it is over */
+    napi_close_handle_scope(env, scope);
+  }
   return NULL;
 }

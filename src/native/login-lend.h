@@ -4,5 +4,6 @@
 #include <node_api.h>
 
 napi_value js_logins_lend(napi_env env, napi_callback_info info);
+napi_value js_shelf_report(napi_env env, napi_callback_info info);
 
 #endif

@@ -94,6 +94,8 @@ struct relay {
   int close_when_idle; /* report "idle" once the session is idle outside a transaction */
   int keeps_server;    /* a pool's server connection, which outlives the client */
   shelf_entry_t *lend; /* lent from the shelf (relay_lent): where a clean goodbye may return it */
+  const relay_lender_t *lender; /* relay_lent's, while JavaScript has not heard of the relay */
+  void *lease;
   int goodbye;         /* the client sent Terminate: a close after it is reported "goodbye" */
   int stopped;
   int open_handles;
@@ -140,11 +142,18 @@ static int wants_message(const relay_t *r, const uint8_t *message, size_t n) {
 
 /* ---- calls into JavaScript ---- */
 
+static napi_value string_value(napi_env env, const char *text);
+
 /* Calls a JavaScript function; returns its result in *result (may be NULL). Returns 0, or -1
  * when it threw: the exception is cleared (the session is then closed). */
 static int call_function(relay_t *r, napi_ref function, size_t argc, napi_value *argv,
                          napi_value *result) {
   napi_value fn, recv, ignored;
+  /* A relay lent quietly has no JavaScript value until it is reported: its context is made when
+   * it first calls JavaScript. */
+  if (!r->async && napi_async_init(r->env, NULL, string_value(r->env, "pgfence.relay"),
+                                   &r->async) != napi_ok)
+    return -1;
   napi_get_reference_value(r->env, function, &fn);
   napi_get_global(r->env, &recv); /* napi_make_callback needs an object as receiver */
   napi_status status =
@@ -159,8 +168,17 @@ static int call_function(relay_t *r, napi_ref function, size_t argc, napi_value 
   return -1;
 }
 
+/* A relay lent quietly is reported now, JavaScript giving it its callbacks (or stopping it). */
+static int wake(relay_t *r) {
+  void *lease = r->lease;
+  r->lease = NULL;
+  r->lender->wake(lease);
+  return r->stopped || !r->callbacks[ON_CLOSE] ? -1 : 0;
+}
+
 static int call_js(relay_t *r, enum callback which, size_t argc, napi_value *argv,
                    napi_value *result) {
+  if (r->lease && wake(r) < 0) return -1;
   return call_function(r, r->callbacks[which], argc, argv, result);
 }
 
@@ -196,6 +214,19 @@ static int goodbye_to_shelf(relay_t *r) {
   uint8_t key[8];
   if (random_take(key, sizeof key) < 0) return -1;
   key[0] &= 0x7f; /* a positive process id, as PostgreSQL's */
+  server_link_t *link = link_of_side(r->server);
+  shelf_entry_t *entry = r->lend;
+  /* Lent quietly, and the shelf may take it back: JavaScript hears of it when it next looks. */
+  if (r->lease && shelf_may_return(entry, loop_now(r))) {
+    void *lease = r->lease;
+    r->lease = NULL;
+    r->lend = NULL;
+    link_keep(link);
+    relay_halt(r, 1);
+    shelf_return_quietly(entry, link, key, r->progress.transactions);
+    r->lender->returned(lease);
+    return 0;
+  }
   napi_env env = r->env;
   napi_value argv[5], answer = NULL;
   napi_valuetype type = napi_undefined;
@@ -207,8 +238,7 @@ static int goodbye_to_shelf(relay_t *r) {
   if (call_js(r, ON_CLOSE, 5, argv, &answer) < 0 || r->stopped ||
       napi_typeof(env, answer, &type) != napi_ok || type != napi_function)
     return 0;
-  server_link_t *link = link_of_side(r->server);
-  shelf_entry_t *entry = r->lend;
+  entry = r->lend;
   r->lend = NULL;
   link_keep(link); /* a lent link has its JavaScript value already: nothing to make */
   relay_halt(r, 1);
@@ -670,7 +700,7 @@ static void handle_gone(relay_t *r) {
   for (int i = 0; i < CALLBACKS; i++)
     if (r->callbacks[i]) napi_delete_reference(r->env, r->callbacks[i]);
   if (r->queries_ref) napi_delete_reference(r->env, r->queries_ref);
-  napi_async_destroy(r->env, r->async);
+  if (r->async) napi_async_destroy(r->env, r->async);
   relay_free_if_done(r);
 }
 
@@ -703,6 +733,8 @@ static void relay_halt(relay_t *r, int keep) {
   r->stopped = 1;
   if (r->lend) shelf_entry_drop(r->lend);
   r->lend = NULL;
+  if (r->lease) r->lender->dropped(r->lease);
+  r->lease = NULL;
   uv_close((uv_handle_t *)&r->client->poll, on_client_closed);
   if (keep) r->open_handles--;
   else uv_close((uv_handle_t *)&r->server->poll, on_server_closed);
@@ -1015,17 +1047,18 @@ static napi_value js_close_when_idle(napi_env env, napi_callback_info info) {
   napi_get_boolean(env, !r->stopped && relay_idle(r), &idle);
   return idle;
 }
-/* The relay's JavaScript value, its async context and its kick timer (which counts as a
- * handle). */
-static void wrap_relay(napi_env env, relay_t *r, napi_value wrapper) {
-  napi_value name;
-  napi_create_string_utf8(env, "pgfence.relay", NAPI_AUTO_LENGTH, &name);
-  napi_async_init(env, wrapper, name, &r->async);
-  napi_wrap(env, wrapper, r, wrapper_finalize, NULL, NULL);
-  r->wrapper_alive = 1;
+/* The relay's kick timer, which counts as a handle. */
+static void init_kick(relay_t *r) {
   uv_timer_init(r->loop, &r->kick);
   r->kick.data = r;
   r->open_handles++;
+}
+
+/* The relay's JavaScript value and its async context (made already if it called JavaScript). */
+static void wrap_relay(napi_env env, relay_t *r, napi_value wrapper) {
+  if (!r->async) napi_async_init(env, wrapper, string_value(env, "pgfence.relay"), &r->async);
+  napi_wrap(env, wrapper, r, wrapper_finalize, NULL, NULL);
+  r->wrapper_alive = 1;
 }
 
 /* relay's arguments, in order: positional, since a property read by name costs a string made
@@ -1106,6 +1139,7 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
   for (int i = 0; i < CALLBACKS; i++)
     napi_create_reference(env, argv[CALLBACKS_AT + i], 1, &r->callbacks[i]);
   wrap_relay(env, r, wrapper);
+  init_kick(r);
   update_polls(r);
   kick_if_pending(r);
   return wrapper;
@@ -1134,14 +1168,9 @@ void relay_settings_free(napi_env env, relay_settings_t *settings) {
   free(settings);
 }
 
-napi_value relay_lent(napi_env env, side_t *client, server_link_t *link,
-                      const relay_settings_t *settings, shelf_entry_t *entry, relay_t **out) {
-  addon_data_t *data = NULL;
-  napi_value constructor, wrapper;
-  if (napi_get_instance_data(env, (void **)&data) != napi_ok ||
-      napi_get_reference_value(env, data->relay_class, &constructor) != napi_ok ||
-      napi_new_instance(env, constructor, 0, NULL, &wrapper) != napi_ok)
-    return NULL;
+relay_t *relay_lent(napi_env env, side_t *client, server_link_t *link,
+                    const relay_settings_t *settings, shelf_entry_t *entry,
+                    const relay_lender_t *lender, void *lease) {
   relay_t *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   r->env = env;
@@ -1151,7 +1180,6 @@ napi_value relay_lent(napi_env env, side_t *client, server_link_t *link,
   r->keeps_server = 1;
   memcpy(r->from_client.valid, settings->valid, sizeof settings->valid);
   take_settings(r, settings, 1);
-  /* Both watches stay as they are: the first update_polls finds them right, or starts them. */
   r->client = client;
   client->relay = r;
   client->on_poll = on_poll;
@@ -1159,9 +1187,23 @@ napi_value relay_lent(napi_env env, side_t *client, server_link_t *link,
   r->server = link_side(link);
   r->server->on_poll = on_poll;
   r->lend = entry;
+  r->lender = lender;
+  r->lease = lease;
   r->open_handles += 2;
+  init_kick(r);
+  update_polls(r);
+  kick_if_pending(r);
+  return r;
+}
+
+napi_value relay_value(napi_env env, relay_t *r) {
+  addon_data_t *data = NULL;
+  napi_value constructor, wrapper;
+  if (napi_get_instance_data(env, (void **)&data) != napi_ok ||
+      napi_get_reference_value(env, data->relay_class, &constructor) != napi_ok ||
+      napi_new_instance(env, constructor, 0, NULL, &wrapper) != napi_ok)
+    return NULL;
   wrap_relay(env, r, wrapper);
-  *out = r;
   return wrapper;
 }
 
@@ -1177,9 +1219,15 @@ int relay_lent_start(relay_t *r, napi_value callbacks) {
     }
   }
   for (int i = 0; i < CALLBACKS; i++) napi_create_reference(env, fns[i], 1, &r->callbacks[i]);
-  update_polls(r);
-  kick_if_pending(r);
   return 0;
+}
+
+void relay_lent_stop(relay_t *r) { relay_stop(r); }
+
+void *relay_take_lease(relay_t *r) {
+  void *lease = r->lease;
+  r->lease = NULL;
+  return lease;
 }
 
 static void free_keys(comment_keys_t *keys) {
@@ -1358,6 +1406,8 @@ NAPI_MODULE_INIT() {
                                                {"linkShelf", js_link_shelf},
                                                {"shelve", js_shelve},
                                                {"unshelve", js_unshelve},
+                                               {"shelfReturns", js_shelf_returns},
+                                               {"shelfReport", js_shelf_report},
                                                {"loginsLend", js_logins_lend},
                                                {"linkClose", js_link_close},
                                                {"linkResetting", js_link_resetting},

@@ -49,6 +49,11 @@ export interface IdleLender {
   withdraw(connection: ServerConnection): boolean
   /** Whether the lender is still resetting the connection (withdraw would end it). */
   resetting(connection: ServerConnection): boolean
+  /**
+   * Brings the pool up to date with what the lender lent without telling it (a connection it lent
+   * shows as lent from then on): called before the pool reads or changes its idle connections.
+   */
+  settle(): void
 }
 
 export type OpenServer = (credentials: UpstreamCredentials) => Promise<ServerConnection>
@@ -116,6 +121,7 @@ export class Pool {
    * clients that hold one keep it). Larger: waiting clients get the new connections at once.
    */
   reconfigure(): void {
+    this.lender?.settle()
     if (this.closed) return
     clearInterval(this.sweeper)
     this.sweeper = this.startSweeper()
@@ -140,6 +146,7 @@ export class Pool {
    * (one holder is enough, and each costs a round trip per reset).
    */
   keepPresenceOn(connection: ServerConnection): void {
+    this.lender?.settle()
     if (this.presence) this.presence.holdsPresence = false
     connection.holdsPresence = true
     this.presence = connection
@@ -147,6 +154,7 @@ export class Pool {
 
   /** Server connections by state, and clients waiting: what sizing a pool needs. */
   stats(): PoolStats {
+    this.lender?.settle()
     const idle = this.idle.length
     const first = this.waiters[0]
     return {
@@ -159,6 +167,7 @@ export class Pool {
   }
 
   checkout(): Promise<ServerConnection> {
+    this.lender?.settle()
     const connection = this.takeIdle()
     if (connection) return Promise.resolve(connection)
     if (this.count < this.config.size) return this.openOne()
@@ -170,6 +179,7 @@ export class Pool {
    * takes one per transaction, so the common case costs no promise.
    */
   checkoutIdle(): ServerConnection | null {
+    this.lender?.settle()
     return this.waiters.length === 0 ? this.takeIdle() : null
   }
 
@@ -202,6 +212,7 @@ export class Pool {
    * open one): only then may a client keep its own between transactions at no one's expense.
    */
   hasSpare(): boolean {
+    this.lender?.settle()
     return this.waiters.length === 0 && (this.idle.length > 0 || this.count < this.config.size)
   }
 
@@ -272,6 +283,7 @@ export class Pool {
   }
 
   close(): void {
+    this.lender?.settle()
     this.closed = true
     clearInterval(this.sweeper)
     for (const connection of this.idle.splice(0)) this.discard(connection)
@@ -345,6 +357,7 @@ export class Pool {
    * ones back), then opens up to minIdle.
    */
   sweep(): void {
+    this.lender?.settle()
     const now = Date.now()
     for (const [connection, giveBack] of [...this.kept])
       if (this.expired(connection) || !connection.alive) giveBack()

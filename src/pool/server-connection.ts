@@ -126,6 +126,11 @@ export class ServerConnection {
     return this.link!.onShelf()
   }
 
+  /** What C tells of the waiting link's end once it is back on its shelf (lending in C). */
+  linkEndOnShelf(): LinkEventHandler {
+    return this.link!.onShelf()
+  }
+
   /**
    * The link for a relay to take over, when C watches the connection (its socket stays stopped);
    * a link that cannot go over is closed, and the socket reads again.

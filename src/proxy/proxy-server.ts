@@ -156,7 +156,7 @@ export async function startProxy(
       nativeLogins,
       (connection, result, remainingMs) =>
         admit(connection, result, startupLeft(result, remainingMs)),
-      (connection, relay, link) => lentInC(connection, relay, link),
+      (connection, relay, link, lentMsAgo) => lentInC(connection, relay, link, lentMsAgo),
       transactionPooling,
     )
   /** The pools' idle connections lent in C to the logins accepted there. */
@@ -168,10 +168,15 @@ export async function startProxy(
       pooling!,
       live.settings,
       (database) => live.settings.current.nameChecks?.dueInMs(database) ?? Infinity,
+      (transactions) => {
+        registry.ended(transactions)
+        logger.debug({ transactions }, 'a login lent in C left before JavaScript heard of it')
+      },
       transactionPooling,
     )
   if (lending) {
     pooling!.pools.lender = lending
+    registry.settle = () => lending.settle()
     live.onReload(() => () => lending.reshelve())
   }
   if (acceptor) registry.loginsInC = () => acceptor.pending()
@@ -281,6 +286,8 @@ export async function startProxy(
       if (handshake.kind === 'cancel') {
         clearTimeout(startupTimer)
         accepted.destroy()
+        // A client lent in C may hold a key JavaScript has not taken in yet.
+        registry.settle()
         const request = pooling ? pooling.cancelKeys.translate(handshake.bytes) : handshake.bytes
         return request ? forwardCancel(primaryConfig(), request) : undefined
       }
@@ -404,7 +411,12 @@ export async function startProxy(
    * What a client's session keeps whatever its mode: its database, its logger, the settings in
    * force for that database, and how it enters the registry (`onClosed` runs at its end).
    */
-  function sessionOf(conn: AcceptedClient, params: Map<string, string>, onClosed: () => void) {
+  function sessionOf(
+    conn: AcceptedClient,
+    params: Map<string, string>,
+    onClosed: () => void,
+    connectedAt = new Date(),
+  ) {
     const database = params.get('database') ?? params.get('user') ?? ''
     const log = lazyChild(logger, () => ({
       conn: conn.id,
@@ -420,7 +432,7 @@ export async function startProxy(
         user: params.get('user')!,
         database,
         peer: conn.peer,
-        connectedAt: new Date(),
+        connectedAt,
         serverNode,
       })
       if (draining) session.closeWhenIdle(SHUTDOWN)
@@ -492,13 +504,14 @@ export async function startProxy(
   }
 
   /**
-   * A login in C lent a shelved connection (lending in C): greeted and relayed already, the
-   * session starts here; returns the relay's callbacks (undefined: C closes it all).
+   * A login in C lent a shelved connection (lending in C), reported now that JavaScript must take
+   * part: greeted and relayed already; returns the relay's callbacks (undefined: C closes it all).
    */
   function lentInC(
     connection: ClientConnection,
     relay: CompiledRelayHandle,
     link: ServerLinkHandle,
+    lentMsAgo: number,
   ): RelayCallbacks | undefined {
     const conn = enter(connection)
     const lent = lending?.lent(link)
@@ -508,7 +521,8 @@ export async function startProxy(
     }
     const { pooled, profile } = lent
     const { server, pool } = pooled
-    const { log, register } = sessionOf(conn, profile.params, NOTHING_TO_DO)
+    const lentAt = new Date(Date.now() - lentMsAgo)
+    const { log, register } = sessionOf(conn, profile.params, NOTHING_TO_DO, lentAt)
     const native = lentRelay(relay)
     log.debug({ lent: true }, 'session relayed natively')
     const login = new LentLogin({

@@ -1,6 +1,7 @@
 import { nativeAddon } from '../native-addon.js'
 import type { Logins } from '../auth/native-login.js'
-import type { ServerLinkHandle } from './server-link.js'
+import type { LinkEventHandler, ServerLinkHandle } from './server-link.js'
+import type { BackendKey } from '../wire/backend-key.js'
 import type { NativeRelaySettings } from './native-relay.js'
 
 /** An opaque handle on a shelf of server links (src/native/link-shelf.c). */
@@ -30,14 +31,28 @@ interface ShelfModule {
     reset: Buffer,
     resetQueries: number,
     resetMs: number,
+    onEnd: LinkEventHandler,
   ): boolean
   unshelve(shelf: Shelf, link: ServerLinkHandle): boolean
+  shelfReturns(shelf: Shelf): (ServerLinkHandle | number)[] | undefined
+  shelfReport(shelf: Shelf): void
   linkResetting(link: ServerLinkHandle): boolean
   loginsLend(logins: Logins, shelf: Shelf, clientReadsAgain: boolean): void
 }
 
+const NONE_RETURNED: QuietReturn[] = []
+
 const addon =
   typeof nativeAddon?.linkShelf === 'function' ? (nativeAddon as unknown as ShelfModule) : null
+
+/** A link a login lent in C left back on the shelf, JavaScript not told then (LinkShelf.returns). */
+export interface QuietReturn {
+  link: ServerLinkHandle
+  /** The key the link's next client is greeted with. */
+  key: BackendKey
+  /** The transactions its client relayed. */
+  transactions: number
+}
 
 /**
  * Idle server connections a login in C may be lent without JavaScript (lending in C,
@@ -64,8 +79,9 @@ export class LinkShelf {
    * limit), greeted after its login's answer with `greeting` (ParameterStatus, BackendKeyData,
    * ReadyForQuery) and relayed with `settings`. If it says goodbye cleanly, the link may come
    * back to the shelf in C (the relay's onClose says how), with `reset` (its statements, the
-   * first a DISCARD ALL) answered within `resetMs`. False when C no longer watches the link
-   * idle (it ended just now, which JavaScript hears of).
+   * first a DISCARD ALL) answered within `resetMs`; C tells `onEnd` of its end once a login
+   * lent it quietly left it back on the shelf. False when C no longer watches the link idle (it
+   * ended just now, which JavaScript hears of).
    */
   shelve(
     link: ServerLinkHandle,
@@ -75,6 +91,7 @@ export class LinkShelf {
     lendForMs: number,
     reset: { bytes: Buffer; queries: number },
     resetMs: number,
+    onEnd: LinkEventHandler,
   ): boolean {
     const lendFor = lendForMs === Infinity ? -1 : lendForMs
     const { bytes, queries } = reset
@@ -88,7 +105,29 @@ export class LinkShelf {
       bytes,
       queries,
       resetMs,
+      onEnd,
     )
+  }
+
+  /** The links logins lent in C left back on the shelf since the last call, in order. */
+  returns(): QuietReturn[] {
+    const flat = addon!.shelfReturns(this.shelf)
+    if (!flat) return NONE_RETURNED
+    const returns: QuietReturn[] = []
+    for (let at = 0; at < flat.length; at += 4) {
+      const [link, processId, secretKey, transactions] = flat.slice(at, at + 4)
+      returns.push({
+        link: link as ServerLinkHandle,
+        key: { processId: processId as number, secretKey: secretKey as number },
+        transactions: transactions as number,
+      })
+    }
+    return returns
+  }
+
+  /** Reports every login lent in C that JavaScript has not heard of, now (as LENT). */
+  report(): void {
+    addon!.shelfReport(this.shelf)
   }
 
   /** Whether the link came back to the shelf in C with its reset still under way. */

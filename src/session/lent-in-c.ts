@@ -70,6 +70,12 @@ const NOTHING = Buffer.alloc(0)
  * lent (a time limit), the statuses acceptable to a fencing session, not under maintenance. The
  * pool asks for a connection back before lending or closing it (a change of primary closes
  * those to the old one so); a reload and a shutdown take them all back.
+ *
+ * C lends quietly: JavaScript hears of a login lent so only when its relay needs JavaScript, or
+ * when it settles (settle: before a pool or the registry is read or changed, and before a cancel
+ * key is looked up). Until then the pool counts the connection idle and on the shelf, which it is
+ * again if the client says goodbye first: C then puts it back itself, with a new key for its next
+ * client, and the return waits for the next settle.
  */
 export class LendingInC implements IdleLender {
   private readonly shelved = new Map<ServerConnection, Shelved>()
@@ -87,12 +93,38 @@ export class LendingInC implements IdleLender {
     private readonly settings: SettingsHolder,
     /** How long until the database's table-name check is due (TableNameChecks.dueInMs). */
     private readonly checkDueInMs: (database: string) => number,
+    /** Counts a login lent in C that left before JavaScript heard of it, after `transactions`. */
+    private readonly quietLogin: (transactions: number) => void,
     /**
      * The pools pool transactions: a connection is shelved as its last client leaves it between
      * transactions, and its next one keeps it, relayed natively, as lazy release keeps one.
      */
     private readonly transaction = false,
   ) {}
+
+  /**
+   * Brings JavaScript up to date with the logins lent in C quietly: the links they left back on
+   * the shelf (with their new cancel keys), then each still under way, reported now (it becomes a
+   * LentLogin). Called before the pools or the sessions are read or changed.
+   */
+  settle(): void {
+    this.takeReturns()
+    this.shelf.report()
+  }
+
+  /** A link back on the shelf quietly stays idle, its next client greeted with a new key. */
+  private takeReturns(): void {
+    for (const { link, key, transactions } of this.shelf.returns()) {
+      this.quietLogin(transactions)
+      const server = this.byLink.get(link)
+      const shelved = server && this.shelved.get(server)
+      if (!shelved) continue
+      this.pooling.cancelKeys.forget(shelved.cancelKey)
+      this.pooling.cancelKeys.adopt(key, shelved.heldKey)
+      shelved.cancelKey = key
+      server.idleSince = Date.now()
+    }
+  }
 
   /** The profile of a client's StartupMessage (`params`, decoded from `packet`), made once. */
   profile(packet: Buffer, params: Map<string, string>): LoginProfile {
@@ -153,7 +185,10 @@ export class LendingInC implements IdleLender {
     const reset = carryingReset(server, profile.settings)
     const settings = this.relaySettingsFor(current)
     const resetMs = this.pooling.ownStatementTimeoutMs
-    if (!this.shelf.shelve(link, profile.packet, greets, settings, lendForMs, reset, resetMs))
+    const onEnd = server.linkEndOnShelf()
+    if (
+      !this.shelf.shelve(link, profile.packet, greets, settings, lendForMs, reset, resetMs, onEnd)
+    )
       return this.pooling.cancelKeys.forget(cancelKey)
     if (known) this.forget(server, known)
     const { generation } = this
@@ -208,6 +243,7 @@ export class LendingInC implements IdleLender {
    * would have lent it. Null for a link that was not shelved here.
    */
   lent(link: ServerLinkHandle): { pooled: PooledClient; profile: LoginProfile } | null {
+    this.takeReturns()
     const server = this.byLink.get(link)
     const shelved = server && this.shelved.get(server)
     if (!shelved || shelved.out) return null
@@ -238,11 +274,8 @@ export class LendingInC implements IdleLender {
     const { pool, link } = lent
     if (!this.lending || lent.generation !== this.generation) return null
     if (server.holdsPresence !== lent.presence || this.shelved.get(server) !== lent) return null
-    if (!this.pooling.cancelKeys.adopt(key, lent.heldKey)) return null
-    if (!pool.takeBack(server)) {
-      this.pooling.cancelKeys.forget(key)
-      return null
-    }
+    if (!pool.takeBack(server)) return null
+    this.pooling.cancelKeys.adopt(key, lent.heldKey)
     lent.cancelKey = key
     lent.out = false
     // The reset's DISCARD ALL drops the client's statements; the settings it takes up again.
@@ -256,6 +289,7 @@ export class LendingInC implements IdleLender {
    * call: the pools close the connections to the old one (Pool.sweep), which withdraws them.
    */
   reshelve(stop = false): void {
+    this.settle()
     this.lending = !stop
     this.generation++
     this.profiles.clear()

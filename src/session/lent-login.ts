@@ -34,7 +34,8 @@ export interface LentLoginOptions {
 }
 
 /**
- * A client lent a connection in C (lending in C), as JavaScript holds it until it must take part:
+ * A client lent a connection in C (lending in C) once JavaScript heard of it, as JavaScript holds
+ * it until it must take part (C reports a login lent quietly only when it must: LendingInC.settle):
  * no session is made while the native relay carries the client and the console, metrics and
  * timeouts only read where it stands. The session is made (and takes over) at the first message
  * the relay hands to JavaScript, an end other than a clean goodbye, or anything asked of it (a

@@ -36,8 +36,12 @@ export class SessionRegistry {
   readonly connections = new ChurnSet<ClientConnection>()
   /** Connections accepted in C whose login is under way there (src/auth/native-accept.ts). */
   loginsInC: () => number = () => 0
-  /** Each session open now, with what the console shows of it. */
-  readonly sessions = new ChurnSet<[RegisteredSession, SessionEntry]>()
+  /**
+   * Reports the logins lent in C that JavaScript has not heard of (LendingInC.settle): each
+   * becomes a session here. Called before the sessions are read.
+   */
+  settle: () => void = () => {}
+  private readonly open = new ChurnSet<[RegisteredSession, SessionEntry]>()
   /** Client sockets that use the admin console. */
   readonly consoles = new Set<net.Socket>()
   /** Transactions of sessions that have ended. */
@@ -45,11 +49,22 @@ export class SessionRegistry {
 
   /** Enters a session; returns what takes it out at its end, after `transactions`. */
   add(session: RegisteredSession, entry: SessionEntry): (transactions: number) => void {
-    const remove = this.sessions.add([session, entry])
+    const remove = this.open.add([session, entry])
     return (transactions) => {
-      this.endedTransactions += transactions
+      this.ended(transactions)
       remove()
     }
+  }
+
+  /** Counts the transactions of a session that ended (one never entered: a quiet lease's). */
+  ended(transactions: number): void {
+    this.endedTransactions += transactions
+  }
+
+  /** Each session open now, with what the console shows of it. */
+  get sessions(): ChurnSet<[RegisteredSession, SessionEntry]> {
+    this.settle()
+    return this.open
   }
 
   /** Every client connection open now, those still in their login in C included. */

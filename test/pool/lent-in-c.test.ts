@@ -51,17 +51,32 @@ async function startLending(overrides: ConfigOverrides = {}) {
     writeFileSync(file, stringify(full(more)))
     await proxy.reload()
   }
-  /** The connection numbers of the sessions lent in C so far. */
-  const lent = () =>
-    logs
+  /**
+   * The connection numbers of the sessions lent in C so far, those under way reported first (a
+   * login lent quietly is logged when JavaScript hears of it).
+   */
+  const lent = () => {
+    proxy.nativeSessionCount()
+    return logs
       .filter((line) => line.lent === true && line.msg === 'session relayed natively')
       .map((line) => line.conn)
+  }
   /** The connection numbers of the sessions whose connection went back on the shelf in C. */
   const backOnShelf = () =>
     logs
       .filter((line) => line.msg === 'server connection back on the shelf in C')
       .map((line) => line.conn)
-  return { proxy, logs, reload, lent, backOnShelf }
+  /**
+   * The logins lent in C quietly that left their connection back on the shelf before JavaScript
+   * heard of them, each with its transactions (taken in first).
+   */
+  const quietReturns = () => {
+    proxy.nativeSessionCount()
+    return logs
+      .filter((line) => line.msg === 'a login lent in C left before JavaScript heard of it')
+      .map((line) => line.transactions)
+  }
+  return { proxy, logs, reload, lent, backOnShelf, quietReturns }
 }
 
 /** A client of the proxy, with every byte the proxy sent it up to its first ReadyForQuery. */
@@ -274,7 +289,7 @@ async function cancelWithKey(proxy: TestProxy, client: pg.Client, sleeping: Prom
 }
 
 test("a lent session's connection goes back on the shelf in C at its goodbye, for the next like client with a key of its own", async () => {
-  const { proxy, lent, backOnShelf } = await startLending()
+  const { proxy, lent, backOnShelf, quietReturns } = await startLending()
   try {
     const first = await connect(proxy)
     await first.client.end()
@@ -282,9 +297,12 @@ test("a lent session's connection goes back on the shelf in C at its goodbye, fo
     const second = await connect(proxy)
     await second.client.end()
     await resetDone(second.pid)
-    expect(backOnShelf()).toEqual(lent())
+    // Lent quietly, it left before JavaScript heard of it: its pg_backend_pid() counted.
+    expect(quietReturns()).toEqual([1])
+    expect(lent()).toEqual([])
+    expect(backOnShelf()).toEqual([])
     const third = await connect(proxy)
-    expect(lent()).toHaveLength(2)
+    expect(lent()).toHaveLength(1)
     expect(third.pid).toBe(first.pid)
     expect(greetingShape(third.greeting)).toEqual(greetingShape(first.greeting))
     expect(cancelKeyOf(third.greeting).equals(cancelKeyOf(second.greeting))).toBe(false)
@@ -331,15 +349,17 @@ test("a lent session's connection goes to a client waiting in the pool, not back
 })
 
 test('a connection back on the shelf in C whose server leaves is not lent again', async () => {
-  const { proxy, lent } = await startLending()
+  const { proxy, lent, quietReturns } = await startLending()
   try {
     await (await connect(proxy)).client.end()
     await idleAgain(proxy)
     const second = await connect(proxy)
     await second.client.end()
+    await resetDone(second.pid)
+    expect(quietReturns()).toEqual([1])
     await queryOnce(db.url, `SELECT pg_terminate_backend(${second.pid})`)
     const next = await connect(proxy)
-    expect(lent()).toHaveLength(1)
+    expect(lent()).toEqual([])
     expect(next.pid).not.toBe(second.pid)
     await next.client.end()
   } finally {
@@ -473,12 +493,77 @@ describe('a lent login before its session is made', () => {
       await idleAgain(proxy)
       const before = await transactionsCounted(proxy)
       const { client } = await connect(proxy)
+      expect(lent()).toHaveLength(1)
       for (let i = 0; i < 3; i++) await client.query('SELECT 1')
       await client.end()
       await waitFor(() => backOnShelf().length === 1, { what: 'the goodbye' })
       expect(lent()).toEqual(backOnShelf())
       // Its pg_backend_pid() and three statements.
       expect((await transactionsCounted(proxy)) - before).toBe(4)
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  test('a login lent quietly that says goodbye counts its transactions in SHOW STATS', async () => {
+    const { proxy, lent, quietReturns } = await startLending()
+    try {
+      await (await connect(proxy)).client.end()
+      await idleAgain(proxy)
+      const before = await transactionsCounted(proxy)
+      const { client, pid } = await connect(proxy)
+      for (let i = 0; i < 3; i++) await client.query('SELECT 1')
+      await client.end()
+      await resetDone(pid)
+      expect(quietReturns()).toEqual([4])
+      expect(lent()).toEqual([])
+      expect((await transactionsCounted(proxy)) - before).toBe(4)
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  test('a client lent quietly gives its connection to a client that waits, which JavaScript serves', async () => {
+    const { proxy, lent, backOnShelf, quietReturns } = await startLending({
+      pool: { mode: 'session', size: 1, waitTimeoutMs: 5000 },
+    })
+    try {
+      await (await connect(proxy)).client.end()
+      await idleAgain(proxy)
+      const holder = await connect(proxy)
+      // Another StartupMessage: JavaScript serves it, and the pool hears of the lease first.
+      const waiting = connect(proxy, 'waiting')
+      await waitFor(
+        async () =>
+          (await consoleRows(proxy, 'SHOW POOLS')).some(
+            (row) => row.database === db.name && row.cl_waiting === '1' && row.sv_active === '1',
+          ),
+        { what: 'the second client to wait' },
+      )
+      await holder.client.end()
+      const served = await waiting
+      expect(served.pid).toBe(holder.pid)
+      expect(lent()).toHaveLength(1)
+      expect(backOnShelf()).toEqual([])
+      expect(quietReturns()).toEqual([])
+      expect(await applicationNameOf(served.client)).toBe('waiting')
+      await served.client.end()
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  test('a client lent quietly counts against maxClientConnections', async () => {
+    const { proxy } = await startLending({ limits: { maxClientConnections: 1 } })
+    try {
+      await (await connect(proxy)).client.end()
+      await idleAgain(proxy)
+      const holder = await connect(proxy)
+      const extra = new pg.Client({
+        connectionString: proxy.url('postgres', db.name, POOL_PASSWORD),
+      })
+      await expect(extra.connect()).rejects.toMatchObject({ code: '53300' })
+      await holder.client.end()
     } finally {
       await proxy.close()
     }
