@@ -26,7 +26,7 @@ struct shelf_entry {
 };
 
 /* A link back on the shelf quietly, its new key and its client's transactions: for JavaScript
- * to take in (shelfSettle). */
+ * to take in (shelfReturns). */
 typedef struct {
   napi_ref link;
   uint8_t key[8];

@@ -57,15 +57,13 @@ static void unlist(lease_t *l) {
   l->node.next->prev = l->node.prev;
 }
 
-static void lease_over(lease_t *l) {
+/* The lease ended unreported: its link back on the shelf, or its relay stopped. */
+static void over(void *lease) {
+  lease_t *l = lease;
   unlist(l);
   login_lent_over(l->client);
   free(l);
 }
-
-static void returned(void *lease) { lease_over(lease); }
-
-static void dropped(void *lease) { lease_over(lease); }
 
 /* JavaScript hears of the lease: the relay's value, the link's and the client's descriptor (a
  * transaction pool's own duplicate, made now); its answer starts the relay, or stops it. */
@@ -87,7 +85,7 @@ static void wake(void *lease) {
   free(l);
 }
 
-static const relay_lender_t RELAY_LENDER = {wake, returned, dropped};
+static const relay_lender_t RELAY_LENDER = {wake, over};
 
 static int lend(void *ctx, side_t *client, const uint8_t *packet, size_t len,
                 const uint8_t *answer, size_t answer_len) {
@@ -163,12 +161,10 @@ napi_value js_shelf_report(napi_env env, napi_callback_info info) {
   shelf_quiet_t *head = shelf_quiet(shelf);
   /* Each report runs JavaScript, which may end other leases: the walk starts over after each. */
   while (head->next != head) {
-    lease_t *l = (lease_t *)head->next;
+    const lease_t *l = (const lease_t *)head->next;
     napi_handle_scope scope;
     napi_open_handle_scope(env, &scope);
-    void *lease = relay_take_lease(l->relay);
-    if (lease) wake(lease);
-    else unlist(l); /* cannot be: a lease's relay holds it until it is over */
+    wake(relay_take_lease(l->relay));
     napi_close_handle_scope(env, scope);
   }
   return NULL;

@@ -224,7 +224,7 @@ static int goodbye_to_shelf(relay_t *r) {
     link_keep(link);
     relay_halt(r, 1);
     shelf_return_quietly(entry, link, key, r->progress.transactions);
-    r->lender->returned(lease);
+    r->lender->over(lease);
     return 0;
   }
   napi_env env = r->env;
@@ -733,7 +733,7 @@ static void relay_halt(relay_t *r, int keep) {
   r->stopped = 1;
   if (r->lend) shelf_entry_drop(r->lend);
   r->lend = NULL;
-  if (r->lease) r->lender->dropped(r->lease);
+  if (r->lease) r->lender->over(r->lease);
   r->lease = NULL;
   uv_close((uv_handle_t *)&r->client->poll, on_client_closed);
   if (keep) r->open_handles--;

@@ -18,10 +18,9 @@ typedef struct {
   /* JavaScript must take part: the lease is reported, which gives the relay its callbacks
    * (relay_value, relay_lent_start) or stops it. In a handle scope. */
   void (*wake)(void *lease);
-  /* The client said goodbye cleanly and the link went back on the shelf: the lease is over. */
-  void (*returned)(void *lease);
-  /* The relay stopped before either (out of memory): the lease is over. */
-  void (*dropped)(void *lease);
+  /* The lease is over unreported: the client said goodbye cleanly and the link went back on the
+   * shelf, or the relay stopped (out of memory). */
+  void (*over)(void *lease);
 } relay_lender_t;
 
 /* A relay of `client`, an authenticated login's side, and `link`, a waiting server link lent
@@ -42,7 +41,8 @@ int relay_lent_start(relay_t *r, napi_value callbacks);
 /* Stops a relay_lent whose report failed, closing both sides. */
 void relay_lent_stop(relay_t *r);
 
-/* The relay's lease, which it no longer wakes: the lender reports it (shelfReport). */
+/* The relay's lease (a relay_lent's until reported or over), which it no longer wakes: the
+ * lender reports it (shelfReport). */
 void *relay_take_lease(relay_t *r);
 
 #endif
