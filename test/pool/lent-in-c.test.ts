@@ -1,5 +1,5 @@
 import net from 'node:net'
-import { readdirSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { stringify } from 'yaml'
@@ -9,6 +9,7 @@ import { waitFor } from '../e2e/support/wait.js'
 import { createTestDatabase, queryOnce, type TestDatabase } from '../support/database.js'
 import { POOL_PASSWORD, scratchFile, writeUserlist } from '../support/pool-auth.js'
 import { startTestProxy, type ConfigOverrides, type TestProxy } from '../support/proxy.js'
+import { openDescriptors, openedSince } from '../support/descriptors.js'
 
 /**
  * Lending in C (src/native/login-lend.c, src/session/lent-in-c.ts): a session pool's idle
@@ -414,7 +415,7 @@ describe('transaction pools', () => {
     try {
       await (await connect(proxy)).client.end()
       await idleAgain(proxy)
-      const before = readdirSync('/proc/self/fd').length
+      const before = openDescriptors()
       const second = await connect(proxy)
       expect((await second.client.query({ name: 's', text: 'SELECT 1 AS v' })).rows).toEqual([
         { v: 1 },
@@ -433,8 +434,8 @@ describe('transaction pools', () => {
       await third.client.end()
       await resetDone(third.pid)
       // Each client's duplicate of its descriptor closed with it.
-      await waitFor(() => readdirSync('/proc/self/fd').length === before, {
-        what: 'the descriptors back to what they were',
+      await waitFor(() => openedSince(before, db.port).length === 0, {
+        what: 'no descriptor left open of those the test opened',
       })
     } finally {
       await proxy.close()

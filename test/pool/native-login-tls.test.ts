@@ -1,5 +1,5 @@
 import { once } from 'node:events'
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import tls from 'node:tls'
@@ -10,7 +10,7 @@ import { LoginOutcome } from '../../src/auth/login-codes.js'
 import { createSelfSignedCert, type CertFiles } from '../support/auth-cluster.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { startTestProxy, type TestProxy } from '../support/proxy.js'
-import { descriptorsOf } from '../support/descriptors.js'
+import { descriptorsOf, openDescriptors, openedSince } from '../support/descriptors.js'
 import { POOL_PASSWORD, writeUserlist } from '../support/pool-auth.js'
 import { pgBin, runCommand } from '../e2e/support/commands.js'
 import {
@@ -44,9 +44,6 @@ afterAll(async () => {
 })
 
 const SSL = { rejectUnauthorized: false }
-
-/** The descriptors this process (the proxy's) has open. */
-const openDescriptors = () => readdirSync('/proc/self/fd').length
 
 /** How the logins in C that ran inside TLS since `from` ended. */
 async function outcomesInsideTls(from: number): Promise<LoginOutcome[]> {
@@ -104,7 +101,7 @@ describe.each(['session', 'transaction'] as const)('a %s pool with client TLS', 
     await vi.waitFor(() => expect(descriptorsOf(ends)).toBe(0))
     await vi.waitFor(() => expect(proxy.connectionCount()).toBe(0))
     // The login's duplicate of the plaintext end went with it, not at a later collection.
-    await vi.waitFor(() => expect(openDescriptors()).toBe(before))
+    await vi.waitFor(() => expect(openedSince(before, db.port)).toEqual([]))
   })
 
   test('psql with sslmode=require logs in; a wrong password is 28P01, as outside TLS', async () => {
