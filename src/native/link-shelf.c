@@ -43,6 +43,7 @@ struct link_shelf {
   uv_timer_t timer; /* the earliest reset_until of a reset under way */
   int lent;         /* entries out with a relay: the shelf is freed after them */
   int finalized, timer_open;
+  int transactions; /* a transaction pool's (linkShelf's argument) */
 };
 
 link_shelf_t *shelf_of(napi_env env, napi_value value) {
@@ -167,21 +168,22 @@ static void on_reset(void *data, server_link_t *link, const bytes_t *statuses) {
 /* Where the greeting's BackendKeyData body starts: before ReadyForQuery (6 bytes), its 12. */
 #define KEY_FROM_END (1 + 4 + 1 + 8)
 
-/* The link goes back on the shelf (or ends, the shelf gone), its reset under way. */
+/* The link goes back on the shelf (or ends, the shelf gone), its reset under way, or waiting
+ * at once when there is nothing to undo. */
 static void put_back(shelf_entry_t *entry, server_link_t *link, const uint8_t key[8],
-                     napi_value on_event) {
+                     napi_value on_event, int reset) {
   link_shelf_t *shelf = entry->shelf;
   napi_env env = shelf->env;
   shelf->lent--;
   memcpy(entry->greeting.data + entry->greeting.len - KEY_FROM_END, key, 8);
   if (!shelf->finalized) {
     napi_create_reference(env, link_js_value(link), 1, &entry->value);
-    entry->reset_until = uv_now(shelf->loop) + entry->reset_ms;
     entry->next = shelf->entries;
     shelf->entries = entry;
-    arm(shelf, entry->reset_until);
+    if (reset) arm(shelf, entry->reset_until = uv_now(shelf->loop) + entry->reset_ms);
   }
-  link_reset_in_c(link, &entry->reset, entry->reset_queries, on_event, on_reset, entry);
+  if (reset) link_reset_in_c(link, &entry->reset, entry->reset_queries, on_event, on_reset, entry);
+  else link_wait_in_c(link, on_event);
   if (shelf->finalized) {
     link_end(link);
     entry_free(env, entry);
@@ -194,7 +196,7 @@ void shelf_return(shelf_entry_t *entry, server_link_t *link, const uint8_t key[8
   napi_env env = entry->shelf->env;
   napi_delete_reference(env, entry->on_end);
   napi_create_reference(env, on_event, 1, &entry->on_end);
-  put_back(entry, link, key, on_event);
+  put_back(entry, link, key, on_event, 1);
 }
 
 int shelf_may_return(const shelf_entry_t *entry, uint64_t now) {
@@ -224,8 +226,14 @@ void shelf_return_quietly(shelf_entry_t *entry, server_link_t *link, const uint8
   /* Out of memory, the new key reaches no cancel: the client it greets cannot cancel. */
   note_return(shelf, link, key, transactions);
   napi_get_reference_value(shelf->env, entry->on_end, &on_end);
-  put_back(entry, link, key, on_end);
+  /* A transaction pool's quiet client left nothing that outlives its transactions: JavaScript
+   * intercepts what could (a statement that sets, prepares or keeps something, a ParameterStatus),
+   * which would have reported the lease. So, as a client JavaScript serves that touched no
+   * setting, it leaves the connection to the next without a reset. */
+  put_back(entry, link, key, on_end, !shelf->transactions);
 }
+
+int shelf_transactions(const link_shelf_t *shelf) { return shelf->transactions; }
 
 shelf_quiet_t *shelf_quiet(link_shelf_t *shelf) { return &shelf->quiet; }
 
@@ -255,10 +263,16 @@ static napi_value throw_error(napi_env env, const char *message) {
 }
 
 napi_value js_link_shelf(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], value;
+  bool transactions = false;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
+      napi_get_value_bool(env, argv[0], &transactions) != napi_ok)
+    return throw_error(env, "pgfence shelf: linkShelf(transactionPool)");
   link_shelf_t *shelf = calloc(1, sizeof *shelf);
-  napi_value value;
   if (!shelf) return throw_error(env, "pgfence shelf: out of memory");
   shelf->env = env;
+  shelf->transactions = transactions;
   shelf->quiet.next = shelf->quiet.prev = &shelf->quiet;
   if (napi_get_uv_event_loop(env, &shelf->loop) != napi_ok ||
       napi_create_external(env, shelf, shelf_finalize, NULL, &value) != napi_ok) {

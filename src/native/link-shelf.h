@@ -9,7 +9,9 @@
  * reset there, and lent again once its answer is clean, with a new cancel key in its greeting.
  *
  * JavaScript API (src/relay/link-shelf.ts):
- *   linkShelf() → shelf
+ *   linkShelf(transactionPool) → shelf; a transaction pool's lends a client's descriptor to
+ *     JavaScript as a duplicate (login-lend.c), and puts a connection a quiet lease left back
+ *     waiting without a reset
  *   shelve(shelf, link, packet, greeting, settings, lendForMs, reset, resetQueries, resetMs,
  *     onEnd) → whether the link was shelved (false: it no longer waits); onEnd: what C tells of
  *     the link's end once a quiet lease put it back; `settings`: [frontendTypes,
@@ -66,9 +68,12 @@ int shelf_may_return(const shelf_entry_t *entry, uint64_t now);
 
 /* As shelf_return, JavaScript not asked: the link tells its end as it did when shelved, and the
  * return waits, with the key and the client's transactions, until JavaScript takes it in
- * (shelfReturns). */
+ * (shelfReturns). A transaction pool's link is not reset: it waits at once. */
 void shelf_return_quietly(shelf_entry_t *entry, server_link_t *link, const uint8_t key[8],
                           double transactions);
+
+/* Whether the shelf is a transaction pool's (linkShelf). */
+int shelf_transactions(const link_shelf_t *shelf);
 
 /* The head of the shelf's quiet leases (their list is the lender's to keep). */
 shelf_quiet_t *shelf_quiet(link_shelf_t *shelf);

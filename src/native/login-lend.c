@@ -9,9 +9,9 @@
  * back on the shelf (shelf_return_quietly), and JavaScript never hears of it but for its count.
  *
  * JavaScript API (src/relay/link-shelf.ts):
- *   loginsLend(logins, shelf, clientReadsAgain): logins accepted from now on may be lent from
- *     `shelf`; with clientReadsAgain (a transaction pool's), JavaScript is given a duplicate of
- *     the client's descriptor, to read the client itself once the relay stops
+ *   loginsLend(logins, shelf): logins accepted from now on may be lent from `shelf`; from a
+ *     transaction pool's (linkShelf), JavaScript is given a duplicate of the client's descriptor,
+ *     to read the client itself once the relay stops
  *   shelfReport(shelf): reports every quiet lease of the shelf now
  */
 #define NAPI_VERSION 8
@@ -35,7 +35,7 @@ typedef struct {
   side_t *client;
   relay_t *relay;
   napi_env env;
-  int duplicate; /* JavaScript gets a duplicate of the client's descriptor (clientReadsAgain) */
+  int duplicate; /* JavaScript gets a duplicate of the client's descriptor (a transaction pool) */
 } lease_t;
 
 typedef struct {
@@ -129,20 +129,18 @@ static const login_lender_t LENDER = {lend};
 static void lender_finalize(napi_env env, void *data, void *hint) { free(data); }
 
 napi_value js_logins_lend(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3];
+  size_t argc = 2;
+  napi_value argv[2];
   setup_t *setup = NULL;
   link_shelf_t *shelf = NULL;
-  bool duplicate = false;
   lender_t *lender = NULL;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 ||
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 ||
       !(setup = logins_setup(env, argv[0])) || !(shelf = shelf_of(env, argv[1])) ||
-      napi_get_value_bool(env, argv[2], &duplicate) != napi_ok ||
       !(lender = malloc(sizeof *lender))) {
-    napi_throw_error(env, NULL, "pgfence login: loginsLend(logins, shelf, clientReadsAgain)");
+    napi_throw_error(env, NULL, "pgfence login: loginsLend(logins, shelf)");
     return NULL;
   }
-  *lender = (lender_t){shelf, env, duplicate};
+  *lender = (lender_t){shelf, env, shelf_transactions(shelf)};
   /* The lender lives as long as the shelf's JavaScript value. */
   napi_add_finalizer(env, argv[1], lender, lender_finalize, NULL, NULL);
   logins_lend_with(setup, &LENDER, lender);

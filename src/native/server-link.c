@@ -234,17 +234,30 @@ static server_link_t *unheld(napi_env env, napi_value value) {
   return link && !link->side.relay ? link : NULL;
 }
 
+/* `on_event` hears of the link from now on. -1 when it is no longer kept (the server sent
+ * something, or closed, since the relay let go: the link closed then), which it was told. */
+static int tell_from_now(server_link_t *link, napi_value on_event) {
+  drop_callback(link);
+  napi_create_reference(link->env, on_event, 1, &link->on_event);
+  if (link->state == KEPT) return 0;
+  report(link, LINK_EVENT_FAILED);
+  return -1;
+}
+
 /* Writes a reset's `ready` Queries and reads their answers; `on_event` hears a failure. */
 static void start_reset(server_link_t *link, const void *bytes, size_t len, int ready,
                         napi_value on_event) {
-  drop_callback(link);
-  napi_create_reference(link->env, on_event, 1, &link->on_event);
-  /* The server sent something, or closed, since the relay let go: the link closed then. */
-  if (link->state != KEPT) return report(link, LINK_EVENT_FAILED);
+  if (tell_from_now(link, on_event) < 0) return;
   link->state = RESETTING;
   reset_answer_start(&link->answer, ready);
   if (bytes_append(&link->side.out, bytes, len) < 0 || flush(link) < 0)
     return report(link, LINK_EVENT_FAILED);
+  watch(link);
+}
+
+void link_wait_in_c(server_link_t *link, napi_value on_event) {
+  if (tell_from_now(link, on_event) < 0) return;
+  link->state = WAITING;
   watch(link);
 }
 

@@ -61,6 +61,10 @@ typedef void (*link_reset_done_t)(void *data, server_link_t *link, const bytes_t
 void link_reset_in_c(server_link_t *link, const bytes_t *bytes, int ready, napi_value on_event,
                      link_reset_done_t done, void *data);
 
+/* A link a relay let go (link_keep) with nothing to undo waits again at once, as after a clean
+ * reset, `on_event` told of its end. */
+void link_wait_in_c(server_link_t *link, napi_value on_event);
+
 /* The relay takes the link's side over (a waiting link: link_waiting), keeping its JavaScript
  * value alive until link_keep or link_handle_closed. */
 void link_adopt(server_link_t *link, relay_t *relay);

@@ -20,7 +20,7 @@ export type LentRelaySettings = [
 ]
 
 interface ShelfModule {
-  linkShelf(): Shelf
+  linkShelf(transactionPool: boolean): Shelf
   shelve(
     shelf: Shelf,
     link: ServerLinkHandle,
@@ -37,7 +37,7 @@ interface ShelfModule {
   shelfReturns(shelf: Shelf): (ServerLinkHandle | number)[] | undefined
   shelfReport(shelf: Shelf): void
   linkResetting(link: ServerLinkHandle): boolean
-  loginsLend(logins: Logins, shelf: Shelf, clientReadsAgain: boolean): void
+  loginsLend(logins: Logins, shelf: Shelf): void
 }
 
 const NONE_RETURNED: QuietReturn[] = []
@@ -64,13 +64,14 @@ export class LinkShelf {
 
   /**
    * A shelf the logins of `logins` are lent from; null when the addon was built without it.
-   * `clientReadsAgain` (a transaction pool's): a lent client's descriptor is given to
-   * JavaScript as a duplicate, which it reads once the relay stops (NativeAcceptor).
+   * A transaction pool's gives a lent client's descriptor to JavaScript as a duplicate, which
+   * it reads once the relay stops (NativeAcceptor), and takes back without a reset a connection
+   * that a client lent quietly left, as JavaScript takes one whose client touched no setting.
    */
-  static lendingTo(logins: Logins, clientReadsAgain: boolean): LinkShelf | null {
+  static lendingTo(logins: Logins, transactionPool: boolean): LinkShelf | null {
     if (!addon) return null
-    const shelf = addon.linkShelf()
-    addon.loginsLend(logins, shelf, clientReadsAgain)
+    const shelf = addon.linkShelf(transactionPool)
+    addon.loginsLend(logins, shelf)
     return new LinkShelf(shelf)
   }
 

@@ -279,7 +279,8 @@ async function cancelWithKey(proxy: TestProxy, client: pg.Client, sleeping: Prom
       (
         await queryOnce(
           db.url,
-          "SELECT 1 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(10)' AND state = 'active'",
+          `SELECT 1 FROM pg_stat_activity WHERE datname = '${db.name}'
+             AND query = 'SELECT pg_sleep(10)' AND state = 'active'`,
         )
       ).rows.length === 1,
     { what: 'the query to run' },
@@ -447,6 +448,53 @@ describe('transaction pools', () => {
 
   test("a reload reaches the shelf: the connection is shelved again, and its next client's relay takes the new maxMessageBytes", () =>
     reloadReachesTheShelf({ mode: 'transaction', size: 1 }))
+
+  test('a client lent quietly that changed no setting leaves its connection to the next without a reset, as JavaScript does between transactions', async () => {
+    const { proxy, quietReturns } = await transactionPool()
+    await queryOnce(db.url, 'CREATE SEQUENCE IF NOT EXISTS lent_numbers')
+    try {
+      await (await connect(proxy)).client.end()
+      await idleAgain(proxy)
+      const second = await connect(proxy)
+      const { rows } = await second.client.query('SELECT nextval($1) AS n', ['lent_numbers'])
+      await second.client.end()
+      await waitFor(() => quietReturns().length === 1, { what: 'the goodbye' })
+      const third = await connect(proxy)
+      expect(third.pid).toBe(second.pid)
+      // What a DISCARD ALL would have cleared is still there.
+      expect((await third.client.query('SELECT lastval() AS n')).rows).toEqual(rows)
+      expect(await applicationNameOf(third.client)).toBe('lent-in-c')
+      await third.client.end()
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  test('a lent client whose server reports a setting changed is heard of, and leaves its connection reset', async () => {
+    const { proxy, quietReturns, backOnShelf } = await transactionPool()
+    // No statement JavaScript intercepts: the change shows only in the server's ParameterStatus.
+    await queryOnce(
+      db.url,
+      `CREATE OR REPLACE FUNCTION lent_rename() RETURNS text LANGUAGE sql
+         AS $$ SELECT set_config('application_name', 'renamed', false) $$`,
+    )
+    try {
+      await (await connect(proxy)).client.end()
+      await idleAgain(proxy)
+      const second = await connect(proxy)
+      await second.client.query('SELECT lent_rename()')
+      expect(await applicationNameOf(second.client)).toBe('renamed')
+      await second.client.end()
+      await waitFor(() => backOnShelf().length === 1, { what: 'the goodbye' })
+      expect(quietReturns()).toEqual([])
+      const third = await connect(proxy)
+      expect(third.pid).toBe(second.pid)
+      expect(await applicationNameOf(third.client)).toBe('lent-in-c')
+      await third.client.end()
+    } finally {
+      await proxy.close()
+    }
+  })
 
   test('a lent client that changes a setting gives the connection back through the pool, reset', async () => {
     const { proxy, lent, backOnShelf } = await transactionPool()
