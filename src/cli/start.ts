@@ -3,6 +3,7 @@ import { loadConfigFile } from '../config/load.js'
 import { createLogger } from '../log.js'
 import { fencesNothing } from '../fencing/fencing.js'
 import { startProxy, type RunningProxy } from '../proxy/proxy-server.js'
+import { listenFailure, type ListenError } from './listen-failure.js'
 
 export const usage = `usage: pgfence start --config FILE
 
@@ -55,14 +56,4 @@ export async function run(argv: string[]): Promise<number> {
   await proxy.close()
   logger.info('stopped')
   return 0
-}
-
-type ListenError = NodeJS.ErrnoException & { address?: string; port?: number }
-
-/** Why binding a listener failed, in one line naming the address; null for other errors. */
-function listenFailure(err: ListenError): string | null {
-  if (err.syscall !== 'listen') return null
-  const where = err.port === undefined ? err.address : `${err.address}:${err.port}`
-  const why = err.code === 'EADDRINUSE' ? 'already in use by another process' : err.message
-  return `cannot listen on ${where}: ${why}`
 }

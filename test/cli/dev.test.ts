@@ -1,11 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
+import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import pg from 'pg'
 import { afterAll, beforeAll, expect, inject, test } from 'vitest'
+import { runCommand } from '../e2e/support/commands.js'
 
 let dataRoot: string
 let child: ChildProcess | undefined
@@ -67,4 +69,34 @@ test('pgfence dev serves a fenced demo database, exits 0 on SIGINT, and reuses i
   const second = await startDev(dataDir)
   expect(await updateWithToken(second.url, 100)).toBe(1)
   expect(await stopDev(second.process)).toBe(0)
+})
+
+test('pgfence dev on a port in use prints one line naming it and exits 1', async () => {
+  const occupier = net.createServer().listen(0, '127.0.0.1')
+  await once(occupier, 'listening')
+  const { port } = occupier.address() as net.AddressInfo
+  try {
+    const dataDir = join(dataRoot, 'busy-port')
+    const result = await runCommand(
+      process.execPath,
+      [
+        inject('cliPath'),
+        'dev',
+        '--port',
+        String(port),
+        '--admin-port',
+        '0',
+        '--data-dir',
+        dataDir,
+      ],
+      { timeoutMs: 60_000 },
+    )
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain(
+      `pgfence dev: cannot listen on 127.0.0.1:${port}: already in use by another process\n`,
+    )
+    expect(result.stderr).not.toMatch(/\n\s+at /)
+  } finally {
+    occupier.close()
+  }
 })
