@@ -4,6 +4,9 @@
  * JavaScript hears of a connection only when its login ends: authenticated, fallen back, refused
  * or out of time, with the connection's descriptor. A client that leaves during its login (a
  * health check, a port probe) costs no JavaScript at all, unless JavaScript asks to be told.
+ * A listener wakes only once a client has sent its first bytes (TCP_DEFER_ACCEPT, as PgBouncer
+ * sets it): the kernel holds a connection that says nothing for up to the startup timeout, and
+ * an accepted connection is read at once, in the same turn of the loop.
  * The startup timeout of the logins under way is kept here, and so is their number: C answers
  * no login from memory while more connections are open than JavaScript says there is room for,
  * so that JavaScript refuses it (53300, or 57P03 while it shuts down).
@@ -27,6 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <node_api.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -145,6 +149,8 @@ static void start_login(acceptor_t *a, int fd) {
   hold_recall(a);
   /* A reload may have shortened the timeout: a later login can be due first. */
   if (!a->due || e->deadline < a->due) arm(a);
+  /* A deferred accept comes with the client's first bytes: read them without another turn. */
+  login_read_now(e->login);
 }
 
 static void on_listener(uv_poll_t *poll, int status, int events) {
@@ -260,6 +266,13 @@ static acceptor_t *acceptor_call(napi_env env, napi_callback_info info, size_t *
   return a && !a->finalized ? a : NULL;
 }
 
+/* The kernel holds a connection until its first bytes arrive, for up to the startup timeout
+ * (whole seconds); a connection still silent then is accepted, and its startup times out. */
+static void defer_accept(const acceptor_t *a, int fd) {
+  int seconds = (int)(((uint64_t)a->timeout_ms + 999) / 1000);
+  setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds, sizeof seconds);
+}
+
 napi_value js_acceptor_listen(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value argv[2], result;
@@ -280,6 +293,7 @@ napi_value js_acceptor_listen(napi_env env, napi_callback_info info) {
   }
   l->acceptor = a;
   l->poll.data = l;
+  defer_accept(a, l->fd);
   a->listeners[a->listening++] = l;
   a->handles++;
   if (!a->paused_until) uv_poll_start(&l->poll, UV_READABLE, on_listener);
@@ -298,6 +312,7 @@ napi_value js_acceptor_settings(napi_env env, napi_callback_info info) {
     return throw_error(env, "pgfence accept: acceptorSettings(acceptor, timeoutMs, tellClosed)");
   a->timeout_ms = timeout;
   a->tell_closed = tell;
+  for (int i = 0; i < a->listening; i++) defer_accept(a, a->listeners[i]->fd);
   return NULL;
 }
 

@@ -680,6 +680,8 @@ accepted_t *login_accept(setup_t *setup, uv_loop_t *loop, int fd) {
   return &login->entry;
 }
 
+void login_read_now(login_t *login) { on_poll(&login->side, 0, UV_READABLE); }
+
 void login_time_out(login_t *login) { report(login, LOGIN_OUTCOME_TIMED_OUT, NULL, 0, 0); }
 
 void login_abandon(login_t *login) {

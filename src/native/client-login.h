@@ -73,6 +73,10 @@ void login_lent_over(side_t *side);
 /* Logins accepted from now on may be lent through `lender` (NULL: none is). */
 void logins_lend_with(setup_t *setup, const login_lender_t *lender, void *ctx);
 
+/* An accepted login reads what its client sent already, as a readable poll would (it may end
+ * meanwhile). */
+void login_read_now(login_t *login);
+
 /* An accepted login under way that ran out of time: it ends TIMED_OUT. */
 void login_time_out(login_t *login);
 

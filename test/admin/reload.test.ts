@@ -146,6 +146,8 @@ describe('a session pool of 3 reloaded to 1, then to 2', () => {
   test('a client accepted after the reload gets the new keepalive idle time', async () => {
     const socket = net.connect(proxy.port, '127.0.0.1')
     await once(socket, 'connect')
+    // A first byte: the kernel hands the proxy a connection once it has sent something.
+    socket.write(Buffer.alloc(1))
     const filter = `sport = :${proxy.port} and dport = :${socket.localPort}`
     let timers: (number | null)[] = []
     await waitFor(() => (timers = keepaliveTimers(filter)).length === 1 && timers[0] !== null, {

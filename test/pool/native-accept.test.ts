@@ -69,6 +69,16 @@ async function connected(proxy: TestProxy): Promise<net.Socket> {
   return socket
 }
 
+/**
+ * A client that has sent the first bytes of its startup packet and stalls: the kernel hands a
+ * listener only connections that have sent something (TCP_DEFER_ACCEPT).
+ */
+async function stalled(proxy: TestProxy): Promise<net.Socket> {
+  const socket = await connected(proxy)
+  socket.write(startupMessage('postgres', db.name).subarray(0, 4))
+  return socket
+}
+
 /** The first message the proxy answers a StartupMessage with. */
 async function firstAnswer(socket: net.Socket, database = db.name): Promise<string> {
   socket.write(startupMessage('postgres', database))
@@ -107,11 +117,28 @@ test('clients that leave during their login never reach JavaScript: the next one
   }
 })
 
+test('a client that has sent nothing is not accepted until its first bytes arrive', async () => {
+  const { proxy } = await proxyLogging({})
+  const silent = await connected(proxy)
+  try {
+    // Connected first: accepted at once, it would be a connection before the login behind it.
+    const client = await loginOnce(proxy)
+    expect(proxy.connectionCount()).toBe(1)
+    await client.end()
+    silent.write(sslRequest())
+    const [answer] = (await once(silent, 'data')) as [Buffer]
+    expect(answer.toString()).toBe('N')
+  } finally {
+    silent.destroy()
+    await proxy.close()
+  }
+})
+
 test('a login under way in C is a client connection in startup, in metrics and SHOW STATS', async () => {
   const { proxy } = await proxyLogging({}, 'info', {
     admin: { listen: { port: 0 }, users: ['postgres'] },
   })
-  const waiting = await connected(proxy)
+  const waiting = await stalled(proxy)
   try {
     await waitFor(() => proxy.connectionCount() === 1, { what: 'the login to start' })
     const body = await (await fetch(`http://127.0.0.1:${proxy.adminPort}/metrics`)).text()
@@ -133,7 +160,7 @@ test('a login under way in C is a client connection in startup, in metrics and S
 test('a login under way in C past startupTimeoutMs is closed, and logged once at info', async () => {
   const { proxy, lines } = await proxyLogging({ startupTimeoutMs: 300 })
   try {
-    const silent = await connected(proxy)
+    const silent = await stalled(proxy)
     const port = silent.localPort
     await closedByProxy(silent)
     expect(lines.filter((line) => line.msg === 'startup not completed in time')).toEqual([
@@ -176,7 +203,7 @@ describe('counted against maxClientConnections while under way in C', () => {
   test('two logins under way: a third client, of a user C remembers, is refused 53300', async () => {
     // C now remembers the user's verifier: only the count can make it ask JavaScript.
     await (await loginOnce(proxy)).end()
-    const waiting = [await connected(proxy), await connected(proxy)]
+    const waiting = [await stalled(proxy), await stalled(proxy)]
     const extra = await connected(proxy)
     try {
       expect(await firstAnswer(extra)).toBe('53300')
@@ -192,7 +219,7 @@ describe('counted against maxClientConnections while under way in C', () => {
 
 test('a shutdown closes the logins under way in C', async () => {
   const { proxy } = await proxyLogging({ startupTimeoutMs: 60_000, shutdownTimeoutMs: 100 })
-  const waiting = await connected(proxy)
+  const waiting = await stalled(proxy)
   await waitFor(() => proxy.connectionCount() === 1, { what: 'the login to start' })
   await proxy.close()
   await closedByProxy(waiting)
