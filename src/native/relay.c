@@ -96,7 +96,7 @@ struct relay {
   shelf_entry_t *lend; /* lent from the shelf (relay_lent): where a clean goodbye may return it */
   const relay_lender_t *lender; /* relay_lent's, while JavaScript has not heard of the relay */
   void *lease;
-  int goodbye;         /* the client sent Terminate: a close after it is reported "goodbye" */
+  int goodbye;         /* the client sent Terminate: the session ends as a "goodbye" */
   int stopped;
   int open_handles;
   int wrapper_alive;
@@ -470,8 +470,9 @@ static int deliver_cached_query(relay_t *r, batch_t *b, const uint8_t *message, 
   return filled ? batch_add(r->server, b, filled, filled_len, filled) : -1;
 }
 
-/* A Terminate is noted, not offered to JavaScript: the close that follows is then reported as a
- * goodbye. It goes on to the server, unless the server connection outlives the client. */
+/* A Terminate is noted, not offered to JavaScript: the session ends as a goodbye once the bytes
+ * read with it are delivered (relay_read). It goes on to the server, unless the server
+ * connection outlives the client. */
 static int deliver_goodbye(relay_t *r, batch_t *b, const uint8_t *message, size_t n,
                            uint8_t *owned) {
   r->goodbye = 1;
@@ -612,6 +613,12 @@ static int relay_read(relay_t *r, side_t *from) {
   }
   if (batch_flush(to, &batch) < 0) {
     report_close(r, is_client ? "server" : "client", "write failed");
+    return -1;
+  }
+  /* Nothing follows a Terminate: the session ends now, without a turn of the loop to wait for
+   * the client's close (which a pool's connection would wait for too). */
+  if (is_client && r->goodbye) {
+    report_close(r, "client", NULL);
     return -1;
   }
   if (!is_client && r->close_when_idle && relay_idle(r)) {
