@@ -3,10 +3,10 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { parseConfig } from '../config/load.js'
 import { createLogger } from '../log.js'
-import { startProxy, type RunningProxy } from '../proxy/proxy-server.js'
+import { startProxy } from '../proxy/proxy-server.js'
 import { demoDatabase, prepareDemoDatabase } from '../dev/demo-database.js'
 import { startEmbeddedServer } from '../dev/embedded-postgres.js'
-import { listenFailure, type ListenError } from './listen-failure.js'
+import { proxyOrListenFailure } from './listen-failure.js'
 
 function tryItText(url: string, consoleUrl: string, metricsUrl: string): string {
   const psql = `psql "${url}"`
@@ -58,15 +58,10 @@ export async function run(argv: string[]): Promise<number> {
     })
     await prepareDemoDatabase(postgres.url('postgres'), postgres.url(demoDatabase), config.fencing)
     const logger = createLogger(config.log.level)
-    let proxy: RunningProxy
-    try {
-      proxy = await startProxy(config, { logger, collectAfterChurn: true })
-    } catch (err) {
-      const reason = listenFailure(err as ListenError)
-      if (reason === null) throw err
-      process.stderr.write(`pgfence dev: ${reason}\n`)
-      return 1
-    }
+    const proxy = await proxyOrListenFailure('dev', () =>
+      startProxy(config, { logger, collectAfterChurn: true }),
+    )
+    if (!proxy) return 1
     const server = `postgres://postgres:postgres@${proxy.host}:${proxy.port}`
     const url = `${server}/${demoDatabase}`
     const metricsUrl = `http://${proxy.host}:${proxy.adminPort}/metrics`

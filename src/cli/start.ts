@@ -2,8 +2,8 @@ import { parseArgs } from 'node:util'
 import { loadConfigFile } from '../config/load.js'
 import { createLogger } from '../log.js'
 import { fencesNothing } from '../fencing/fencing.js'
-import { startProxy, type RunningProxy } from '../proxy/proxy-server.js'
-import { listenFailure, type ListenError } from './listen-failure.js'
+import { startProxy } from '../proxy/proxy-server.js'
+import { proxyOrListenFailure } from './listen-failure.js'
 
 export const usage = `usage: pgfence start --config FILE
 
@@ -39,15 +39,10 @@ export async function run(argv: string[]): Promise<number> {
     process.on('SIGTERM', stop)
     process.on('SIGINT', stop)
   })
-  let proxy: RunningProxy
-  try {
-    proxy = await startProxy(config, { logger, configFile: values.config, collectAfterChurn: true })
-  } catch (err) {
-    const reason = listenFailure(err as ListenError)
-    if (reason === null) throw err
-    process.stderr.write(`pgfence start: ${reason}\n`)
-    return 1
-  }
+  const proxy = await proxyOrListenFailure('start', () =>
+    startProxy(config, { logger, configFile: values.config, collectAfterChurn: true }),
+  )
+  if (!proxy) return 1
   // A refused reload is logged by the proxy; the running configuration stays.
   const reload = () => void proxy.reload().catch(() => {})
   process.on('SIGHUP', reload)
