@@ -33,6 +33,8 @@ export const enum LoginFailure {
   NonceMismatch = 8,
   Proof = 9,
   OutOfMemory = 10,
+  /** A client's TLS handshake in C failed (the bytes: OpenSSL's reason). */
+  TlsHandshake = 11,
 }
 
 /** The words of a broken SCRAM exchange (ScramError's messages). */

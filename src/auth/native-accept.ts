@@ -2,6 +2,8 @@ import type net from 'node:net'
 import { nativeAddon, type CompiledRelayHandle, type ServerLinkHandle } from '../native-addon.js'
 import { ClientConnection, type LoginWatch } from '../client/client-connection.js'
 import { LoginOutcome } from './login-codes.js'
+import { connectionInsideTls } from '../client/client-tls.js'
+import type { NativeTlsChannel } from '../net/native-tls.js'
 import {
   loginResult,
   watchControl,
@@ -31,6 +33,9 @@ type AcceptedReport = [
   /** LENT: the relay C made, and the server link it was lent. */
   relay?: CompiledRelayHandle,
   link?: ServerLinkHandle,
+  /** A login that ran inside TLS: its channel, and the channel's plaintext end (-1: none). */
+  channel?: NativeTlsChannel,
+  plaintextFd?: number,
 ]
 
 interface AcceptModule {
@@ -73,6 +78,8 @@ export type LentLogin = (
   link: ServerLinkHandle,
   /** How long ago it was lent: C reports a lease when JavaScript must take part. */
   lentMsAgo: number,
+  /** Its login ran inside TLS: the channel's plaintext end, where its session goes on. */
+  inside?: ClientConnection,
 ) => unknown
 
 export class NativeAcceptor {
@@ -95,13 +102,18 @@ export class NativeAcceptor {
     const peerName = addon.peerName
     const acceptor = addon.acceptClients(
       logins.logins,
-      (outcome, bytes, failure, detail, fd, login, remainingMs, relay, link) => {
+      (outcome, bytes, failure, detail, fd, login, remainingMs, relay, link, channel, plainFd) => {
         const lent = outcome === LoginOutcome.Lent
         const relayed = lent && !lentClientsReadAgain
         const connection = ClientConnection.onDescriptor(fd, peerName, relayed)
-        if (lent) return onLent(connection, relay!, link!, remainingMs)
+        const inside = channel && connectionInsideTls(connection, channel, plainFd!)
+        if (lent) return onLent(connection, relay!, link!, remainingMs, inside)
         if (login) connection.keepLoginWatch(login, watchControl)
-        onLogin(connection, loginResult(outcome, bytes, failure, detail), remainingMs)
+        onLogin(
+          connection,
+          { ...loginResult(outcome, bytes, failure, detail), inside },
+          remainingMs,
+        )
       },
     )
     return new NativeAcceptor(acceptor)

@@ -7,10 +7,11 @@ import type {
   LoginWatch,
   LoginWatchControl,
 } from '../client/client-connection.js'
-import type { Handshake } from '../client/startup-handshake.js'
+import { tlsHandshakeFailed, type Handshake } from '../client/startup-handshake.js'
 import type { AuthenticatedConnection } from './connection-login.js'
 import { scramAuthenticated } from './client-authenticator.js'
 import type { Secret } from './secret.js'
+import type { NativeTlsContext } from '../net/native-tls.js'
 
 /**
  * A client's login in C (src/native/client-login.c): the StartupMessage and the SCRAM exchange
@@ -43,6 +44,7 @@ interface NativeLoginModule {
     askedAlways: string,
   ): Logins
   loginsRemember(logins: Logins, on: boolean): void
+  loginsTls(logins: Logins, context: NativeTlsContext): void
   loginStart(logins: Logins, fd: number, done: (...report: Report) => void): Login
   loginClose(login: Login): void
   loginRead(login: Login, onBytes: (chunk: Buffer | undefined) => boolean): void
@@ -62,7 +64,7 @@ export const watchControl: LoginWatchControl = {
 /** Whether the addon was built with the login. */
 export const nativeLoginAvailable = addon !== null
 
-export type NativeLoginResult =
+export type NativeLoginResult = (
   | { outcome: LoginOutcome.Fallback; rest: Buffer }
   | {
       outcome: LoginOutcome.Authenticated
@@ -75,6 +77,13 @@ export type NativeLoginResult =
   | { outcome: LoginOutcome.Refused; packet: Buffer; failure: LoginFailure; detail: number }
   | { outcome: LoginOutcome.Closed }
   | { outcome: LoginOutcome.TimedOut }
+) & {
+  /**
+   * The client's login ran inside TLS (an accepted login in C, after 'S'): the plaintext end of
+   * its TLS channel, where JavaScript goes on with the client.
+   */
+  inside?: ClientConnection
+}
 
 const KEY = 32
 
@@ -151,6 +160,14 @@ export class NativeLogins {
     addon!.loginsRemember(this.logins, on)
   }
 
+  /**
+   * Accepted logins take TLS up themselves: an SSLRequest that `choose` answers 'S' starts the
+   * handshake in C with `context`, and the login goes on inside it (NativeLoginResult.inside).
+   */
+  takeTls(context: NativeTlsContext): void {
+    addon!.loginsTls(this.logins, context)
+  }
+
   /** Forgets what was remembered (the user list may have changed) and remembers again. */
   forget(): void {
     this.remember(false)
@@ -160,20 +177,16 @@ export class NativeLogins {
   /**
    * Runs a client's login on the connection's descriptor, which nothing else may read meanwhile.
    * Resolves with how it ended; a connection closed meanwhile (a startup timeout, a shutdown)
-   * ends it Closed. `keepWatch`: an authenticated login goes on watching the descriptor, for a
-   * relay to take over; without it (a TLS channel's plaintext end, which the relay leaves for
-   * the TLS connection itself) its duplicate is closed at once.
+   * ends it Closed. An authenticated login goes on watching the descriptor, for a relay to take
+   * over.
    */
-  login(connection: ClientConnection, keepWatch = true): Promise<NativeLoginResult> {
+  login(connection: ClientConnection): Promise<NativeLoginResult> {
     const fd = connection.descriptor()
     if (fd === null) return Promise.resolve({ outcome: LoginOutcome.Closed })
     return new Promise((resolve) => {
       const login = addon!.loginStart(this.logins, fd, (...args) => {
         stopWatching()
-        if (args[0] === LoginOutcome.Authenticated) {
-          if (keepWatch) connection.keepLoginWatch(login, watchControl)
-          else addon!.loginClose(login)
-        }
+        if (args[0] === LoginOutcome.Authenticated) connection.keepLoginWatch(login, watchControl)
         resolve(loginResult(...args))
       })
       const stopWatching = connection.onClose(() => {
@@ -207,6 +220,9 @@ export async function startupAfterNativeLogin(
     case LoginOutcome.Closed:
     case LoginOutcome.TimedOut:
       throw CLIENT_LEFT
+    case LoginOutcome.Refused:
+      if (result.failure === LoginFailure.TlsHandshake)
+        throw tlsHandshakeFailed(result.packet.toString('latin1'))
   }
   const packet = decodeStartupPacket(result.packet)
   if (packet.kind !== 'startup')

@@ -1,9 +1,9 @@
 import type net from 'node:net'
 import tls from 'node:tls'
-import { readFileSync, writeSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { X509Certificate } from 'node:crypto'
 import type { Config } from '../config/schema.js'
-import { ANSWER_YES, nodeClientTls, type StartClientTls } from './startup-handshake.js'
+import { nodeClientTls, tlsHandshakeFailed, type StartClientTls } from './startup-handshake.js'
 import { ClientConnection } from './client-connection.js'
 import {
   isEncrypted,
@@ -11,27 +11,22 @@ import {
   nativeTlsContext,
   peerCertificateOf,
   startNativeTls,
-  startNativeTlsOn,
+  channelEnd,
   NativeTlsError,
+  type NativeTlsChannel,
   type NativeTlsContext,
 } from '../net/native-tls.js'
-import { PgError } from '../wire/error-response.js'
 
 /** TLS towards clients (config `tls`). */
 export interface ClientTls {
   start: StartClientTls
   /**
-   * The handshake runs in the addon, which takes the client's descriptor over: until then the
-   * socket may read into a buffer of its own (ClientConnection.readingIntoBuffer), where Node's
-   * TLS needs the socket's own reads.
+   * Set when the handshake runs in the addon (its context, which logins in C take TLS up with
+   * too): the addon takes the client's descriptor over, so until then the socket may read into
+   * a buffer of its own (ClientConnection.readingIntoBuffer), where Node's TLS needs the
+   * socket's own reads.
    */
-  native: boolean
-  /**
-   * With the handshake in C: answers the SSLRequest of a client no socket reads yet (its login
-   * in C handed the request over alone) and runs the handshake on its descriptor; the plaintext
-   * end reads only once resumed, for a login in C to read it first.
-   */
-  startOnDescriptor?: (raw: ClientConnection) => Promise<ClientConnection>
+  context?: NativeTlsContext
   /** DER of the certificate clients see, to compare with the upstream's. */
   certificate: Buffer
 }
@@ -50,7 +45,6 @@ const nativeClientTls =
     const plaintext = await handshakeInC(
       (open) => startNativeTls(raw, context, '', gone.signal, open),
       gone.signal,
-      false,
     ).finally(() => raw.off('close', onClose))
     const secure = plaintext.socket
     secure.once('close', () => raw.destroy())
@@ -58,44 +52,45 @@ const nativeClientTls =
     return plaintext
   }
 
-/** ClientTls.startOnDescriptor: as nativeClientTls, with no socket made on the TCP descriptor. */
-const nativeTlsOnDescriptor =
-  (context: NativeTlsContext) =>
-  async (raw: ClientConnection): Promise<ClientConnection> => {
-    const fd = raw.descriptor()
-    // One byte to a connection that has sent only its request: the kernel takes it at once.
-    if (fd === null || writeSync(fd, ANSWER_YES) !== 1) throw CLOSED_IN_HANDSHAKE
-    const gone = new AbortController()
-    const stopWatching = raw.onClose(() => gone.abort())
-    const plaintext = await handshakeInC(
-      (open) => startNativeTlsOn(fd, context, '', gone.signal, open),
-      gone.signal,
-      true,
-    ).finally(stopWatching)
-    const secure = plaintext.socket
-    secure.once('close', () => raw.destroy())
-    raw.onClose(() => secure.destroy())
-    return plaintext
-  }
+/**
+ * The plaintext end (`fd`) of the TLS channel a login in C handed over
+ * (NativeLoginResult.inside), tied to the client's TCP connection: either closing closes both.
+ * It reads once resumed.
+ */
+export function connectionInsideTls(
+  raw: ClientConnection,
+  channel: NativeTlsChannel,
+  fd: number,
+): ClientConnection {
+  let plaintext: ClientConnection | undefined
+  channelEnd(
+    channel,
+    fd,
+    (end) => (plaintext = ClientConnection.readingIntoBuffer({ fd: end }, true)).socket,
+  )
+  const secure = plaintext!.socket
+  secure.once('close', () => raw.destroy())
+  raw.onClose(() => secure.destroy())
+  return plaintext!
+}
 
 const CLOSED_IN_HANDSHAKE = new Error('client closed the connection during TLS handshake')
 
 /**
  * Runs a handshake in C (`start`, given how to open the plaintext end) and resolves with the
- * plaintext end as a connection, reading or `paused`; a client that left (`gone`, or during the
- * handshake) is no error to report, as with Node's TLS.
+ * plaintext end as a reading connection; a client that left (`gone`, or during the handshake) is
+ * no error to report, as with Node's TLS.
  */
 async function handshakeInC(
   start: (open: (fd: number) => net.Socket) => Promise<net.Socket>,
   gone: AbortSignal,
-  paused: boolean,
 ): Promise<ClientConnection> {
   let plaintext: ClientConnection | undefined
   try {
-    await start((fd) => (plaintext = ClientConnection.readingIntoBuffer({ fd }, paused)).socket)
+    await start((fd) => (plaintext = ClientConnection.readingIntoBuffer({ fd })).socket)
   } catch (err) {
     if (gone.aborted || (err instanceof NativeTlsError && err.peerClosed)) throw CLOSED_IN_HANDSHAKE
-    throw new PgError('08P01', `TLS handshake failed: ${(err as Error).message}`)
+    throw tlsHandshakeFailed((err as Error).message)
   }
   return plaintext!
 }
@@ -110,14 +105,12 @@ export function clientTls(config: Config, native: boolean): ClientTls | undefine
   if (!inAddon)
     return {
       start: nodeClientTls(tls.createSecureContext({ cert, key })),
-      native: false,
       certificate,
     }
   const context = nativeTlsContext({ server: true, verify: false, cert, key })
   return {
     start: nativeClientTls(context),
-    native: true,
-    startOnDescriptor: nativeTlsOnDescriptor(context),
+    context,
     certificate,
   }
 }

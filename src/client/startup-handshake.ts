@@ -31,6 +31,10 @@ export const ANSWER_YES = Buffer.from([SSL_ACCEPTED])
 /** The answer to an encryption request pgfence does not take up: go on in plaintext. */
 export const ANSWER_NO = Buffer.from([SSL_REFUSED])
 
+/** A failed TLS handshake with a client, with the TLS library's reason. */
+export const tlsHandshakeFailed = (reason: string) =>
+  new PgError('08P01', `TLS handshake failed: ${reason}`)
+
 /** Runs the server side of a TLS handshake on a client's socket: the connection to speak on next. */
 export type StartClientTls = (raw: net.Socket) => Promise<ClientConnection>
 
@@ -91,8 +95,7 @@ export const nodeClientTls =
 function startServerTls(raw: net.Socket, secureContext: tls.SecureContext): Promise<tls.TLSSocket> {
   return new Promise((resolve, reject) => {
     const secure = new tls.TLSSocket(raw, { isServer: true, secureContext })
-    const onError = (err: Error) =>
-      reject(new PgError('08P01', `TLS handshake failed: ${err.message}`))
+    const onError = (err: Error) => reject(tlsHandshakeFailed(err.message))
     // A client that leaves mid-handshake may raise no error: the close settles it.
     const onClose = () => reject(new Error('client closed the connection during TLS handshake'))
     secure.once('secure', () => {

@@ -1,6 +1,7 @@
 /*
  * Accepting clients in C: the listening sockets, duplicates of those Node bound, are watched by
- * the addon, and each connection accepted goes straight into a login in C (client-login.h).
+ * the addon, and each connection accepted goes straight into a login in C (client-login.h),
+ * inside TLS when the client asks for it and pgfence has it (loginsTls).
  * JavaScript hears of a connection only when its login ends: authenticated, fallen back, refused
  * or out of time, with the connection's descriptor. A client that leaves during its login (a
  * health check, a port probe) costs no JavaScript at all, unless JavaScript asks to be told.

@@ -18,7 +18,11 @@
  *     database other than `askedAlways`; a one-byte answer for the request's code.
  *   loginsRemember(logins, on): whether C may answer from what it remembers; off, it forgets
  *     all and asks JavaScript about every packet until turned on again
- *   loginStart(logins, fd, done) → login; the descriptor stays the caller's (C reads a duplicate)
+ *   loginsTls(logins, context): an SSLRequest answered 'S' starts TLS with `context` (tlsContext,
+ *     tls-context.h): the handshake and the rest of the login run inside it, and JavaScript gets
+ *     the connection as a TLS channel (tls-channel.h) when it takes the client over
+ *   loginStart(logins, fd, done) → login; the descriptor stays the caller's (C reads a duplicate);
+ *     with loginsTls, an SSLRequest read here falls back (only an accepted login takes TLS up)
  *     done(outcome, bytes, failure, detail): LOGIN_OUTCOME_* (login-codes.h), with its bytes in
  *     one Buffer:
  *       FALLBACK       every byte read, for JavaScript to go on from
@@ -26,7 +30,7 @@
  *                      server-final, AuthenticationOk), the startup packet, then the bytes
  *                      after the client's last message
  *       REFUSED        the packet; failure: LOGIN_FAILURE_*; detail: the length or type it is
- *                      about
+ *                      about (TLS_HANDSHAKE: OpenSSL's reason in place of the packet)
  *       CLOSED         none (undefined): the client left or its socket failed
  *   loginClose(login): stops a login under way; done is not called.
  *   loginRead(login, onBytes): an authenticated login no relay took reads the client for
@@ -37,6 +41,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <node_api.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +59,8 @@
 #include "random-block.h"
 #include "scram-server.h"
 #include "startup-user.h"
+#include "tls-channel.h"
+#include "tls-context.h"
 
 #define READ_BYTES (16 * 1024)
 /* server-final: "v=", then the server's signature in base64 (padded). */
@@ -81,12 +88,14 @@ struct setup {
   napi_async_context async;
   const login_lender_t *lender; /* lending in C, when set (logins_lend_with) */
   void *lender_ctx;
+  SSL_CTX *tls; /* the clients' TLS (loginsTls), or NULL */
   int logins;     /* logins that use this setup */
   int finalized;  /* the JavaScript value is gone */
 };
 
-/* HANDED: authenticated, the side kept for a relay (client-login.h). */
-enum phase { STARTUP, INITIAL, FINAL, HANDED, OVER };
+/* HANDSHAKE: TLS, after an SSLRequest answered 'S'; HANDED: authenticated, the side kept for a
+ * relay (client-login.h). */
+enum phase { STARTUP, HANDSHAKE, INITIAL, FINAL, HANDED, OVER };
 
 struct login {
   /* First, so that a relay's side finds its login. side.io.fd: a duplicate of the client's
@@ -111,6 +120,7 @@ static void setup_free_if_done(setup_t *setup) {
   napi_async_destroy(setup->env, setup->async);
   bytes_free(&setup->offer);
   login_memory_clear(&setup->memory);
+  SSL_CTX_free(setup->tls);
   free(setup->asked_always);
   free(setup);
 }
@@ -122,6 +132,7 @@ static void login_free_if_done(login_t *login) {
   bytes_free(&login->out);
   bytes_free(&login->packet);
   scram_free(&login->scram);
+  SSL_free(login->side.io.ssl);
   free(login);
   setup->logins--;
   setup_free_if_done(setup);
@@ -228,35 +239,61 @@ static napi_value login_value(napi_env env, login_t *login) {
   return external;
 }
 
+/* A login inside TLS that JavaScript goes on with: its TLS connection goes to a channel, whose
+ * plaintext end JavaScript speaks on (*plain_fd), and the login stops (the relay borrows the
+ * channel's connection, not the login's watch). The channel's value, or NULL. */
+static napi_value hand_tls_over(login_t *login, int *plain_fd) {
+  napi_value channel = tls_channel_adopt(login->setup->env, login->side.io.ssl,
+                                         login->side.io.fd, plain_fd, NULL);
+  if (channel) login->side.io.ssl = NULL;
+  stop(login);
+  return channel;
+}
+
 /* An accepted login's end, told through its acceptor: with a duplicate of the client's
  * descriptor for JavaScript (the login's own closes with its handle, or stays with the watch),
- * and the login's value once it authenticated. A client that left is told only when the acceptor
- * asks; one whose descriptor cannot be duplicated is closed. */
+ * and the login's value once it authenticated; inside TLS, with the channel and its plaintext
+ * end instead of the login. A client that left is told only when the acceptor asks; one whose
+ * descriptor cannot be duplicated (or whose TLS cannot be handed over) is closed. */
 static void report_accepted(login_t *login, int outcome, const uint8_t *keys, int failure,
                             int detail) {
   accepted_end_t end = accepted_leave(&login->entry);
   int authenticated = outcome == LOGIN_OUTCOME_AUTHENTICATED;
-  int fd = -1;
+  /* Inside TLS, JavaScript goes on with the client after these: it needs the connection. */
+  int inside_tls = login->side.io.ssl && SSL_is_init_finished(login->side.io.ssl) &&
+                   outcome != LOGIN_OUTCOME_CLOSED && outcome != LOGIN_OUTCOME_TIMED_OUT;
+  int fd = -1, plain_fd = -1;
   if (outcome != LOGIN_OUTCOME_CLOSED || end.tell_closed)
     fd = fcntl(login->side.io.fd, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) {
-    if (authenticated) stop(login);
-    return accepted_done(end.acceptor);
-  }
   napi_env env = login->setup->env;
   napi_handle_scope scope;
   napi_open_handle_scope(env, &scope);
-  napi_value fn, argv[7];
+  napi_value channel = NULL;
+  if (fd >= 0 && inside_tls && !(channel = hand_tls_over(login, &plain_fd))) {
+    close(fd);
+    fd = -1;
+  }
+  if (fd < 0) {
+    napi_close_handle_scope(env, scope);
+    if (authenticated) stop(login);
+    return accepted_done(end.acceptor);
+  }
+  napi_value fn, argv[11];
   napi_create_int32(env, outcome, &argv[0]);
   argv[1] = report_bytes(env, login, outcome, keys);
   napi_create_int32(env, failure, &argv[2]);
   napi_create_int32(env, detail, &argv[3]);
   napi_create_int32(env, fd, &argv[4]);
-  if (authenticated) argv[5] = login_value(env, login);
+  if (authenticated && !channel) argv[5] = login_value(env, login);
   else napi_get_undefined(env, &argv[5]);
   napi_create_double(env, end.remaining_ms, &argv[6]);
+  napi_get_undefined(env, &argv[7]);
+  napi_get_undefined(env, &argv[8]);
+  if (channel) argv[9] = channel;
+  else napi_get_undefined(env, &argv[9]);
+  napi_create_int32(env, plain_fd, &argv[10]);
   napi_get_reference_value(env, end.callback, &fn);
-  call(login->setup, fn, 7, argv);
+  call(login->setup, fn, 11, argv);
   napi_close_handle_scope(env, scope);
   accepted_done(end.acceptor);
 }
@@ -265,7 +302,20 @@ napi_value login_report_lent(side_t *side, napi_value relay, napi_value link, in
   login_t *login = (login_t *)side;
   napi_env env = login->setup->env;
   accepted_end_t *end = &login->lent_end;
-  napi_value fn, argv[9] = {NULL};
+  napi_value fn, argv[11] = {NULL};
+  int plain_fd = -1;
+  /* Inside TLS, JavaScript takes part through a channel, which the relay gives the connection to
+   * when it stops. */
+  if (side->io.ssl) {
+    argv[9] = tls_channel_adopt(env, side->io.ssl, side->io.fd, &plain_fd, &side->channel);
+    if (!argv[9]) {
+      login_lent_over(side);
+      return NULL;
+    }
+  } else {
+    napi_get_undefined(env, &argv[9]);
+  }
+  napi_create_int32(env, plain_fd, &argv[10]);
   napi_create_int32(env, LOGIN_OUTCOME_LENT, &argv[0]);
   napi_get_undefined(env, &argv[1]);
   napi_create_int32(env, 0, &argv[2]);
@@ -276,7 +326,7 @@ napi_value login_report_lent(side_t *side, napi_value relay, napi_value link, in
   argv[7] = relay;
   argv[8] = link;
   napi_get_reference_value(env, end->callback, &fn);
-  napi_value answer = call(login->setup, fn, 9, argv);
+  napi_value answer = call(login->setup, fn, 11, argv);
   login_lent_over(side);
   return answer;
 }
@@ -291,26 +341,29 @@ static void watch(login_t *login, int events) {
   if (!done_reading(login)) side_watch(&login->side, events);
 }
 
-/* Sends what is queued; -1 when the socket failed. */
-static int flush(login_t *login) {
-  size_t sent = 0;
-  while (sent < login->out.len) {
-    ssize_t n = write(login->side.io.fd, login->out.data + sent, login->out.len - sent);
-    if (n > 0) sent += (size_t)n;
-    else if (n < 0 && errno == EINTR) continue;
-    else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    else return -1;
-  }
-  memmove(login->out.data, login->out.data + sent, login->out.len - sent);
-  login->out.len -= sent;
-  watch(login, UV_READABLE | (login->out.len ? UV_WRITABLE : 0));
-  return 0;
-}
-
-/* Drops the first n bytes read. */
+/* Drops the first n bytes. */
 static void consume(bytes_t *in, size_t n) {
   memmove(in->data, in->data + n, in->len - n);
   in->len -= n;
+}
+
+/* Watches for what the login waits on: the client's next bytes, and room for what is queued
+ * (or, inside TLS, for a read that must write first). */
+static void watch_client(login_t *login) {
+  const stream_io_t *io = &login->side.io;
+  watch(login, UV_READABLE | (login->out.len || io->read_wants_write ? UV_WRITABLE : 0));
+}
+
+/* Sends what is queued; -1 when the socket failed. */
+static int flush(login_t *login) {
+  const char *detail = NULL;
+  ssize_t n = login->out.len
+                  ? stream_write(&login->side.io, login->out.data, login->out.len, &detail)
+                  : 0;
+  if (n < 0) return -1;
+  consume(&login->out, (size_t)n);
+  watch_client(login);
+  return 0;
 }
 
 enum choice { FALLBACK, CHECK, ANSWERED };
@@ -392,16 +445,70 @@ static enum choice choose(login_t *login, size_t len) {
   return choice;
 }
 
+static void read_client(login_t *login);
+
+/* A step of the TLS handshake; once it is done, the startup packet is read inside TLS. A failed
+ * handshake is refused with OpenSSL's reason in place of a packet, which JavaScript answers in
+ * plaintext as it answers its own handshake's failure. */
+static void handshake(login_t *login) {
+  SSL *ssl = login->side.io.ssl;
+  errno = 0;
+  int ret = SSL_do_handshake(ssl);
+  if (ret > 0) {
+    login->phase = STARTUP;
+    return read_client(login);
+  }
+  int error = SSL_get_error(ssl, ret);
+  if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE)
+    return watch(login, error == SSL_ERROR_WANT_READ ? UV_READABLE : UV_WRITABLE);
+  /* The client left (its end, or a reset): no failure to tell of. */
+  if ((error == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) || tls_peer_left(error)) {
+    ERR_clear_error();
+    return report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
+  }
+  const char *reason = tls_error_text();
+  if (bytes_append(&login->packet, (const uint8_t *)reason, strlen(reason)) < 0)
+    return report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
+  report(login, LOGIN_OUTCOME_REFUSED, NULL, LOGIN_FAILURE_TLS_HANDSHAKE, 0);
+}
+
+/* TLS after 'S', which went out whole: nothing was read after the request. */
+static int start_tls(login_t *login) {
+  SSL_CTX *ctx = login->setup->tls;
+  SSL *ssl = ctx && login->out.len == 0 ? SSL_new(ctx) : NULL;
+  if (!ssl || SSL_set_fd(ssl, login->side.io.fd) != 1) {
+    SSL_free(ssl);
+    return -1;
+  }
+  SSL_set_accept_state(ssl);
+  login->side.io.ssl = ssl;
+  login->phase = HANDSHAKE;
+  handshake(login);
+  return 0;
+}
+
+/* An encryption request that JavaScript answers: one inside TLS, or an SSLRequest when TLS is on
+ * and the login cannot hand a TLS connection over (one JavaScript started: loginStart). */
+static int request_for_javascript(const login_t *login, size_t len) {
+  if (len != MIN_STARTUP_PACKET) return 0;
+  return login->side.io.ssl || (login->setup->tls && !login->entry.acceptor &&
+                                read_u32(login->in.data + 4) == SSL_REQUEST_CODE);
+}
+
 /* A whole startup-phase packet is at the head of `in` (with nothing after it: bytes sent before
  * an answer to an encryption request are JavaScript's to refuse): JavaScript chooses, then an
- * answer goes out, or SCRAM starts. */
+ * answer goes out (and TLS starts, after 'S'), or SCRAM starts. */
 static void on_startup(login_t *login, size_t len) {
-  enum choice choice = login->in.len == len ? choose(login, len) : FALLBACK;
+  enum choice choice = login->in.len == len && !request_for_javascript(login, len)
+                           ? choose(login, len)
+                           : FALLBACK;
   if (done_reading(login)) return; /* JavaScript closed the login while choosing */
   if (choice == FALLBACK) return report(login, LOGIN_OUTCOME_FALLBACK, NULL, 0, 0);
   if (choice == ANSWERED) {
     consume(&login->in, len);
-    if (flush(login) < 0) report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
+    int tls = login->out.data[login->out.len - 1] == SSL_ACCEPTED;
+    if (flush(login) < 0 || (tls && start_tls(login) < 0))
+      report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
     return;
   }
   if (bytes_append(&login->packet, login->in.data, len) < 0 ||
@@ -479,7 +586,7 @@ static void on_password(login_t *login, const uint8_t *body, size_t n) {
 
 /* Takes every whole packet at the head of `in`. */
 static void advance(login_t *login) {
-  while (!done_reading(login)) {
+  while (!done_reading(login) && login->phase != HANDSHAKE) {
     if (login->phase == STARTUP) {
       if (login->in.len < 4) return;
       uint32_t len = read_u32(login->in.data);
@@ -551,18 +658,24 @@ static void on_poll(side_t *side, int status, int events) {
   if (login->phase == HANDED)
     return login->reader ? read_for_javascript(login, status) : side_watch(side, 0);
   if (status < 0) return report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
+  if (login->phase == HANDSHAKE) return handshake(login);
   if ((events & UV_WRITABLE) && flush(login) < 0)
     return report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
-  if (!(events & UV_READABLE)) return;
+  if ((events & UV_READABLE) || login->side.io.read_wants_write) read_client(login);
+}
+
+/* Reads what the client sent, plain or inside TLS, and takes the whole packets. */
+static void read_client(login_t *login) {
   for (;;) {
-    ssize_t n = read(login->side.io.fd, read_buffer, sizeof read_buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    if (n <= 0) return report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
+    const char *detail = NULL;
+    ssize_t n = stream_read(&login->side.io, read_buffer, sizeof read_buffer, &detail);
+    if (n == 0) return watch_client(login);
+    if (n < 0) return report(login, LOGIN_OUTCOME_CLOSED, NULL, 0, 0);
     if (bytes_append(&login->in, read_buffer, (size_t)n) < 0)
       return report(login, LOGIN_OUTCOME_REFUSED, NULL, LOGIN_FAILURE_OUT_OF_MEMORY, 0);
     advance(login);
-    if (done_reading(login) || (size_t)n < sizeof read_buffer) break;
+    if (done_reading(login) || login->phase == HANDSHAKE) return;
+    if ((size_t)n < sizeof read_buffer && !stream_pending(&login->side.io)) return;
   }
 }
 
@@ -712,6 +825,21 @@ napi_value js_login_read(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+napi_value js_logins_tls(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  setup_t *setup = NULL;
+  SSL_CTX *ctx = NULL;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 ||
+      !(setup = tagged(env, argv[0], &SETUP_TAG)) || !(ctx = tls_context_of(env, argv[1])))
+    return throw_error(env, "pgfence login: loginsTls(logins, context)");
+  /* The setup holds the context as long as it lives, whatever becomes of its JavaScript value. */
+  SSL_CTX_up_ref(ctx);
+  SSL_CTX_free(setup->tls);
+  setup->tls = ctx;
+  return NULL;
+}
+
 setup_t *logins_setup(napi_env env, napi_value value) { return tagged(env, value, &SETUP_TAG); }
 
 void logins_hold_recall(setup_t *setup, int held) { setup->recall_held = held; }
@@ -731,6 +859,9 @@ void login_side_closed(side_t *side) {
   login_t *login = (login_t *)side;
   login->side.relay = NULL;
   login->phase = OVER;
+  /* TLS: a channel took the connection over (login_report_lent), or the session ends here. */
+  if (side->channel) side->io.ssl = NULL;
+  else stream_close_notify(&side->io);
   close(side->io.fd);
   login->handle_open = 0;
   login_free_if_done(login);

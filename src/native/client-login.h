@@ -14,6 +14,7 @@ napi_value js_logins_remember(napi_env env, napi_callback_info info);
 napi_value js_login_start(napi_env env, napi_callback_info info);
 napi_value js_login_close(napi_env env, napi_callback_info info);
 napi_value js_login_read(napi_env env, napi_callback_info info);
+napi_value js_logins_tls(napi_env env, napi_callback_info info);
 
 /*
  * A login that authenticated keeps its duplicate of the client's descriptor, watched, for the
@@ -63,8 +64,10 @@ typedef struct {
 } login_lender_t;
 
 /* Tells JavaScript of a quiet lease (LENT, with the relay, the link, the client's descriptor
- * for JavaScript, the relay's or a duplicate of it, and in remainingMs how long ago it was lent); returns JavaScript's answer (NULL when it
- * threw). The login no longer counts as under way. In a handle scope. */
+ * for JavaScript, the relay's or a duplicate of it, and in remainingMs how long ago it was
+ * lent; inside TLS, with a channel lent to the relay, whose plaintext end JavaScript speaks on
+ * once the relay gives the connection back); returns JavaScript's answer (NULL when it threw, or
+ * when no channel could be made). The login no longer counts as under way. In a handle scope. */
 napi_value login_report_lent(side_t *side, napi_value relay, napi_value link, int fd);
 
 /* A quiet lease ended without a report (its link back on the shelf, or out of memory). */

@@ -7,6 +7,10 @@
  * JavaScript asks (shelfReport) before it reads or changes what a lease would change (its pools,
  * its sessions, the cancel keys). A client that says goodbye cleanly before that leaves its link
  * back on the shelf (shelf_return_quietly), and JavaScript never hears of it but for its count.
+ * A session pool lends a login inside TLS alike: the relay reads its TLS connection, and
+ * JavaScript, once told, speaks to the client through a TLS channel the relay gives the
+ * connection to when it stops (login_report_lent); a transaction pool's client inside TLS is
+ * not lent (JavaScript reads it between transactions).
  *
  * JavaScript API (src/relay/link-shelf.ts):
  *   loginsLend(logins, shelf): logins accepted from now on may be lent from `shelf`; from a
@@ -18,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <node_api.h>
+#include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <uv.h>
@@ -50,6 +55,32 @@ static int queue_rest(side_t *client, const uint8_t *p, size_t n, size_t *sent) 
   size_t skip = *sent < n ? *sent : n;
   *sent -= skip;
   return bytes_append(&client->out, p + skip, n - skip);
+}
+
+/* The answer and the greeting, in one write (inside TLS: one record); what the socket does not
+ * take, the relay sends, and a failed socket, it reports. */
+static void greet(side_t *client, const uint8_t *answer, size_t answer_len, const bytes_t *greeting) {
+  if (client->io.ssl) {
+    const char *detail = NULL;
+    if (bytes_append(&client->out, answer, answer_len) < 0 ||
+        bytes_append(&client->out, greeting->data, greeting->len) < 0) {
+      client->out.len = 0;
+      return;
+    }
+    ssize_t n = stream_write(&client->io, client->out.data, client->out.len, &detail);
+    size_t sent = n > 0 ? (size_t)n : 0;
+    memmove(client->out.data, client->out.data + sent, client->out.len - sent);
+    client->out.len -= sent;
+    return;
+  }
+  struct iovec iov[2] = {{(void *)answer, answer_len}, {greeting->data, greeting->len}};
+  ssize_t n;
+  do n = writev(client->io.fd, iov, 2);
+  while (n < 0 && errno == EINTR);
+  size_t sent = n > 0 ? (size_t)n : 0;
+  if (queue_rest(client, answer, answer_len, &sent) < 0 ||
+      queue_rest(client, greeting->data, greeting->len, &sent) < 0)
+    client->out.len = 0; /* the relay's first write then fails the client: nothing half sent */
 }
 
 static void unlist(lease_t *l) {
@@ -90,6 +121,8 @@ static const relay_lender_t RELAY_LENDER = {wake, over};
 static int lend(void *ctx, side_t *client, const uint8_t *packet, size_t len,
                 const uint8_t *answer, size_t answer_len) {
   lender_t *lender = ctx;
+  /* A transaction pool's client is read by JavaScript between transactions: not inside TLS. */
+  if (client->io.ssl && lender->duplicate) return LEND_NONE;
   lease_t *l = malloc(sizeof *l);
   if (!l) return LEND_NONE;
   if (shelf_lend(lender->shelf, packet, len, uv_now(client->poll.loop), &l->lent) < 0) {
@@ -99,16 +132,7 @@ static int lend(void *ctx, side_t *client, const uint8_t *packet, size_t len,
   l->client = client;
   l->env = lender->env;
   l->duplicate = lender->duplicate;
-  const bytes_t *greeting = l->lent.greeting;
-  struct iovec iov[2] = {{(void *)answer, answer_len}, {greeting->data, greeting->len}};
-  ssize_t n;
-  do n = writev(client->io.fd, iov, 2);
-  while (n < 0 && errno == EINTR);
-  /* What the socket did not take, the relay sends; a failed socket, it reports. */
-  size_t sent = n > 0 ? (size_t)n : 0;
-  if (queue_rest(client, answer, answer_len, &sent) < 0 ||
-      queue_rest(client, greeting->data, greeting->len, &sent) < 0)
-    client->out.len = 0; /* the relay's first write then fails the client: nothing half sent */
+  greet(client, answer, answer_len, l->lent.greeting);
   shelf_quiet_t *head = shelf_quiet(lender->shelf);
   l->node.next = head;
   l->node.prev = head->prev;

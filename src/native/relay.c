@@ -1398,6 +1398,7 @@ NAPI_MODULE_INIT() {
                                                {"tlsStart", js_tls_start},
                                                {"clientLogins", js_client_logins},
                                                {"loginsRemember", js_logins_remember},
+                                               {"loginsTls", js_logins_tls},
                                                {"loginStart", js_login_start},
                                                {"loginClose", js_login_close},
                                                {"loginRead", js_login_read},

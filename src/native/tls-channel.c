@@ -336,9 +336,43 @@ static SSL *new_ssl(SSL_CTX *ctx, const char *host, int fd) {
   return ssl;
 }
 
+/* The JavaScript value of a channel, made once: { peerCertificate(), close() }, wrapping it. */
+static napi_value wrap(napi_env env, tls_channel_t *ch) {
+  napi_value wrapper, fn, name;
+  napi_create_object(env, &wrapper);
+  napi_create_function(env, "peerCertificate", NAPI_AUTO_LENGTH, js_peer_certificate, NULL, &fn);
+  napi_set_named_property(env, wrapper, "peerCertificate", fn);
+  napi_create_function(env, "close", NAPI_AUTO_LENGTH, js_close, NULL, &fn);
+  napi_set_named_property(env, wrapper, "close", fn);
+  napi_create_string_utf8(env, "pgfence.tls", NAPI_AUTO_LENGTH, &name);
+  napi_async_init(env, wrapper, name, &ch->async);
+  napi_wrap(env, wrapper, ch, channel_finalize, NULL, NULL);
+  napi_type_tag_object(env, wrapper, &CHANNEL_TAG);
+  ch->wrapper_alive = 1;
+  return wrapper;
+}
+
+/* A channel on a duplicate of `fd`, watched, with no TLS connection yet; NULL when it cannot
+ * be. */
+static tls_channel_t *channel_on(napi_env env, uv_loop_t *loop, int fd) {
+  tls_channel_t *ch = calloc(1, sizeof *ch);
+  if (!ch) return NULL;
+  ch->env = env;
+  ch->pair_fd = -1;
+  ch->tls.fd = dup(fd);
+  if (ch->tls.fd < 0 || uv_poll_init(loop, &ch->tcp_poll, ch->tls.fd) != 0) {
+    if (ch->tls.fd >= 0) close(ch->tls.fd);
+    free(ch);
+    return NULL;
+  }
+  ch->tcp_poll.data = ch;
+  ch->open_handles = 1;
+  return ch;
+}
+
 napi_value js_tls_start(napi_env env, napi_callback_info info) {
   size_t argc = 4;
-  napi_value argv[4], wrapper, name;
+  napi_value argv[4];
   int32_t fd = -1;
   uv_loop_t *loop;
   SSL_CTX *ctx = NULL;
@@ -346,39 +380,44 @@ napi_value js_tls_start(napi_env env, napi_callback_info info) {
       !(ctx = tls_context_of(env, argv[0])) || napi_get_value_int32(env, argv[1], &fd) != napi_ok ||
       napi_get_uv_event_loop(env, &loop) != napi_ok)
     return throw_error(env, "pgfence tls: tlsStart(context, fd, host, onDone)");
-  tls_channel_t *ch = calloc(1, sizeof *ch);
+  tls_channel_t *ch = channel_on(env, loop, fd);
+  if (!ch) return throw_error(env, "pgfence tls: cannot take the socket over");
   char *host = latin1_string(env, argv[2]);
-  if (!ch || (ch->tls.fd = dup(fd)) < 0) {
-    free(host);
-    free(ch);
-    return throw_error(env, "pgfence tls: cannot take the socket over");
-  }
-  ch->env = env;
-  ch->pair_fd = -1;
   ch->tls.ssl = new_ssl(ctx, host, ch->tls.fd);
   free(host);
-  if (!ch->tls.ssl || uv_poll_init(loop, &ch->tcp_poll, ch->tls.fd) != 0) {
-    close(ch->tls.fd);
-    SSL_free(ch->tls.ssl);
-    free(ch);
+  if (!ch->tls.ssl) {
+    uv_close((uv_handle_t *)&ch->tcp_poll, on_closed);
     return throw_error(env, "pgfence tls: cannot start the handshake");
   }
-  ch->tcp_poll.data = ch;
-  ch->open_handles = 1;
-  napi_create_object(env, &wrapper);
-  napi_value fn;
-  napi_create_function(env, "peerCertificate", NAPI_AUTO_LENGTH, js_peer_certificate, NULL, &fn);
-  napi_set_named_property(env, wrapper, "peerCertificate", fn);
-  napi_create_function(env, "close", NAPI_AUTO_LENGTH, js_close, NULL, &fn);
-  napi_set_named_property(env, wrapper, "close", fn);
+  napi_value wrapper = wrap(env, ch);
   napi_create_reference(env, argv[3], 1, &ch->on_done);
-  napi_create_string_utf8(env, "pgfence.tls", NAPI_AUTO_LENGTH, &name);
-  napi_async_init(env, wrapper, name, &ch->async);
-  napi_wrap(env, wrapper, ch, channel_finalize, NULL, NULL);
-  napi_type_tag_object(env, wrapper, &CHANNEL_TAG);
-  ch->wrapper_alive = 1;
   ch->state = HANDSHAKE;
   ch->tcp_events = UV_READABLE | UV_WRITABLE; /* the first step runs once the socket is ready */
   uv_poll_start(&ch->tcp_poll, ch->tcp_events, on_handshake_poll);
+  return wrapper;
+}
+
+napi_value tls_channel_adopt(napi_env env, SSL *ssl, int fd, int *js_fd, tls_channel_t **lent) {
+  uv_loop_t *loop;
+  tls_channel_t *ch =
+      napi_get_uv_event_loop(env, &loop) == napi_ok ? channel_on(env, loop, fd) : NULL;
+  if (!ch) return NULL;
+  *js_fd = open_pair(ch, loop);
+  /* The connection reads and writes the channel's descriptor from now on. */
+  if (*js_fd < 0 || SSL_set_fd(ssl, ch->tls.fd) != 1) {
+    if (*js_fd >= 0) close(*js_fd);
+    channel_close(ch, NULL);
+    return NULL;
+  }
+  ch->tls.ssl = ssl;
+  napi_value wrapper = wrap(env, ch);
+  if (lent) {
+    ch->state = LENT;
+    *lent = ch;
+    return wrapper;
+  }
+  ch->state = PUMPING;
+  ch->tcp_events = -1;
+  pump(ch);
   return wrapper;
 }

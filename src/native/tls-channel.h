@@ -2,7 +2,9 @@
  * A TLS connection owned by C from its handshake on (src/net/native-tls.ts drives it):
  * JavaScript hands over a TCP descriptor after the plaintext SSLRequest/'S' exchange, C runs
  * the handshake on the event loop and then pumps TLS <-> plaintext through a socketpair, whose
- * other end JavaScript reads and writes as an ordinary socket during login. When a session
+ * other end JavaScript reads and writes as an ordinary socket. A client's login in C runs its
+ * handshake itself and hands the connection over (tls_channel_adopt) when JavaScript takes the
+ * client. When a session
  * moves to the native relay, the relay borrows the TLS connection itself (SSL_read/SSL_write
  * on the TCP socket) and the pump rests until the relay gives it back.
  *
@@ -21,6 +23,13 @@
 typedef struct tls_channel tls_channel_t;
 
 napi_value js_tls_start(napi_env env, napi_callback_info info);
+
+/* A channel for a TLS connection whose handshake ran in a login in C (client-login.c): it takes
+ * `ssl` over, on a duplicate of `fd`, and pumps at once, or, given `lent`, is lent already to
+ * the relay that reads `ssl` now (*lent: the channel, for the relay to give back with
+ * tls_channel_resume). *js_fd gets JavaScript's plaintext end. Returns the channel's JavaScript
+ * value, or NULL (`ssl` still the caller's). */
+napi_value tls_channel_adopt(napi_env env, SSL *ssl, int fd, int *js_fd, tls_channel_t **lent);
 
 /* The channel a JavaScript value wraps, if it is one that finished its handshake and is not
  * lent already; else NULL. */

@@ -104,8 +104,22 @@ export function startNativeTls(
   return startNativeTlsOn(fd, context, host, abort, open)
 }
 
+/**
+ * The plaintext end of a channel, its descriptor `fd`, as a socket made by `open`: one of a
+ * handshake started here, or of one a login in C ran (tls_channel_adopt).
+ */
+export function channelEnd(
+  channel: NativeTlsChannel,
+  fd: number,
+  open: (fd: number) => net.Socket,
+): net.Socket {
+  const plaintext = open(fd)
+  channels.set(plaintext, channel)
+  return plaintext
+}
+
 /** As startNativeTls, on a descriptor no socket reads. */
-export function startNativeTlsOn(
+function startNativeTlsOn(
   fd: number,
   context: NativeTlsContext,
   host: string,
@@ -117,9 +131,7 @@ export function startNativeTlsOn(
     const channel = addon!.tlsStart(context, fd, host, (error, plaintextFd, peerClosed) => {
       abort?.removeEventListener('abort', onAbort)
       if (error !== null) return reject(new NativeTlsError(error, peerClosed))
-      const plaintext = open(plaintextFd)
-      channels.set(plaintext, channel)
-      resolve(plaintext)
+      resolve(channelEnd(channel, plaintextFd, open))
     })
     abort?.addEventListener('abort', onAbort)
   })

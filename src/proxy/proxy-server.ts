@@ -1,8 +1,8 @@
 import net from 'node:net'
 import type { Config } from '../config/schema.js'
 import { createLogger, lazyChild, type LevelLogger, type Logger } from '../log.js'
-import { ANSWER_NO, runStartupHandshake } from '../client/startup-handshake.js'
-import { decodeStartupPacket, isSslRequestAlone } from '../wire/startup-packet.js'
+import { ANSWER_NO, ANSWER_YES, runStartupHandshake } from '../client/startup-handshake.js'
+import { decodeStartupPacket } from '../wire/startup-packet.js'
 import { SASL_OFFER, verifierFor } from '../auth/client-authenticator.js'
 import type { ScramVerifier } from '../auth/scram.js'
 import type { Secret } from '../auth/secret.js'
@@ -146,9 +146,10 @@ export async function startProxy(
     nativeRelay &&
     nativeLoginAvailable &&
     nativeAcceptAvailable &&
-    (!ownTls || ownTls.native)
+    (!ownTls || ownTls.context)
       ? new NativeLogins(SASL_OFFER, (packet) => verifierInC(packet), CONSOLE_DATABASE)
       : null
+  if (nativeLogins && ownTls?.context) nativeLogins.takeTls(ownTls.context)
   /** Accepts TCP clients in C, each straight into its login in C (when Node's options are inherited). */
   const acceptor =
     nativeLogins &&
@@ -156,7 +157,8 @@ export async function startProxy(
       nativeLogins,
       (connection, result, remainingMs) =>
         admit(connection, result, startupLeft(result, remainingMs)),
-      (connection, relay, link, lentMsAgo) => lentInC(connection, relay, link, lentMsAgo),
+      (connection, relay, link, lentMsAgo, inside) =>
+        lentInC(connection, relay, link, lentMsAgo, inside ?? connection),
       transactionPooling,
     )
   /** The pools' idle connections lent in C to the logins accepted there. */
@@ -206,8 +208,9 @@ export async function startProxy(
   /**
    * What a login in C does with a startup-phase packet: check a plain pooled login whose user
    * has a SCRAM secret or a password in auth.file, and which nothing refuses before
-   * authentication, against it; refuse an encryption request pgfence does not take up; leave
-   * anything else to JavaScript (null).
+   * authentication, against it; take TLS up when pgfence has it (the login goes on inside it),
+   * refuse an encryption request pgfence does not take up; leave anything else to JavaScript
+   * (null).
    */
   function verifierInC(bytes: Buffer): ScramVerifier | Buffer | null {
     let packet
@@ -216,7 +219,8 @@ export async function startProxy(
     } catch {
       return null
     }
-    if (packet.kind === 'gssenc' || (packet.kind === 'ssl' && !ownTls)) return ANSWER_NO
+    if (packet.kind === 'ssl') return ownTls ? ANSWER_YES : ANSWER_NO
+    if (packet.kind === 'gssenc') return ANSWER_NO
     if (packet.kind !== 'startup' || packet.minor !== 0 || packet.params.has('replication'))
       return null
     const user = packet.params.get('user')
@@ -227,20 +231,19 @@ export async function startProxy(
   }
 
   /**
-   * A client's login in C inside the TLS its handshake in C set up (the login outside handed its
-   * SSLRequest over alone), on the channel's plaintext end, as on a plain connection; what C
-   * leaves to JavaScript goes on there, inside TLS. The watch is not kept: the relay reads the
-   * TLS connection itself, not the plaintext end.
+   * Goes on from a login in C that ran inside TLS, on its channel's plaintext end (`connection`),
+   * as from one on a plain connection: what C leaves to JavaScript goes on there, inside TLS.
    */
-  async function loginInsideTls(
+  function loginInsideTls(
     connection: ClientConnection,
+    result: NativeLoginResult,
     onEncrypted: (socket: net.Socket) => void,
     secretOf: (user: string) => Secret | null,
   ): Promise<StartupAfterLogin> {
     onEncrypted(connection.socket)
     return startupAfterNativeLogin(
       connection,
-      await nativeLogins!.login(connection, false),
+      result,
       (received) =>
         runStartupHandshake(connection, undefined, onEncrypted, { received, encrypted: true }),
       secretOf,
@@ -275,8 +278,8 @@ export async function startProxy(
       const result = await login
       const { handshake, login: authenticated } = !result
         ? { handshake: await runStartupHandshake(accepted, ownTls?.start, onEncrypted) }
-        : ownTls?.startOnDescriptor && sslRequestAlone(result)
-          ? await loginInsideTls(await ownTls.startOnDescriptor(accepted), onEncrypted, secretOf)
+        : result.inside
+          ? await loginInsideTls(result.inside, result, onEncrypted, secretOf)
           : await startupAfterNativeLogin(
               accepted,
               result,
@@ -507,11 +510,13 @@ export async function startProxy(
    * A login in C lent a shelved connection (lending in C), reported now that JavaScript must take
    * part: greeted and relayed already; returns the relay's callbacks (undefined: C closes it all).
    */
+  /** `client`: where the session speaks to the client (inside TLS, the channel's plaintext end). */
   function lentInC(
     connection: ClientConnection,
     relay: CompiledRelayHandle,
     link: ServerLinkHandle,
     lentMsAgo: number,
+    client: ClientConnection,
   ): RelayCallbacks | undefined {
     const conn = enter(connection)
     const lent = lending?.lent(link)
@@ -528,13 +533,13 @@ export async function startProxy(
     const login = new LentLogin({
       relay: native,
       busyInTransaction: transactionPooling,
-      make: () => madeSession(connection, native, pooled, profile, log),
+      make: () => madeSession(client, native, pooled, profile, log),
       backOnShelf: (key) => {
         const onShelf = goodbyeToShelf(pooled, pooling!, key)
         if (!onShelf) return null
         log.debug('server connection back on the shelf in C')
         if (transactionPooling) pool.unkeep(server)
-        connection.end()
+        client.end()
         return onShelf
       },
       ended: (transactions) => ended(transactions),
@@ -601,7 +606,7 @@ export async function startProxy(
   live.onReload((next) => () => keepaliveForClients(next.tcpKeepalive))
   for (const server of listeners.servers) {
     // Node's TLS reads from the socket itself, so its sockets keep Node's own reads.
-    const reuseReadBuffers = !ownTls || ownTls.native
+    const reuseReadBuffers = !ownTls || ownTls.context !== undefined
     acceptClients(
       server,
       reuseReadBuffers,
@@ -678,11 +683,6 @@ export async function startProxy(
 function startupLeft(result: NativeLoginResult, remainingMs: number): number | null {
   if (result.outcome === LoginOutcome.TimedOut) return 0
   return result.outcome === LoginOutcome.Authenticated ? null : Math.max(1, remainingMs)
-}
-
-/** The login in C left JavaScript a client's SSLRequest, with nothing after it. */
-function sslRequestAlone(result: NativeLoginResult): boolean {
-  return result.outcome === LoginOutcome.Fallback && isSslRequestAlone(result.rest)
 }
 
 /**

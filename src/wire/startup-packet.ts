@@ -78,10 +78,3 @@ export function encodeRequestCode(code: number): Buffer {
   packet.writeUInt32BE(code, 4)
   return packet
 }
-
-const SSL_REQUEST = encodeRequestCode(SSL_REQUEST_CODE)
-
-/** Whether `bytes` are one SSLRequest and nothing more. */
-export function isSslRequestAlone(bytes: Buffer): boolean {
-  return bytes.equals(SSL_REQUEST)
-}

@@ -5,8 +5,9 @@ import { join } from 'node:path'
 import tls from 'node:tls'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
-import { NativeLogins } from '../../src/auth/native-login.js'
 import { LoginOutcome } from '../../src/auth/login-codes.js'
+import type { NativeLoginResult } from '../../src/auth/native-login.js'
+import { capturingLogger } from '../fencing-e2e/support.js'
 import { createSelfSignedCert, type CertFiles } from '../support/auth-cluster.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { startTestProxy, type TestProxy } from '../support/proxy.js'
@@ -22,15 +23,31 @@ import {
 } from '../e2e/support/wire.js'
 
 /**
- * With its TLS handshake in C, a pooled client's login inside TLS runs in C too, on the
- * channel's plaintext end (NativeLogins.login, its watch not kept: the relay reads the TLS
- * connection itself); what C leaves to JavaScript goes on there, still inside TLS.
+ * A pooled client's login accepted in C takes TLS up in C too: after 'S' the handshake, then the
+ * login, inside TLS on the client's own descriptor. A session pool's login may be lent a
+ * connection in C there and then; what C leaves to JavaScript goes on through a TLS channel's
+ * plaintext end (NativeLoginResult.inside), still inside TLS.
  */
+
+/** How the logins in C that ran inside TLS ended, as JavaScript went on from them. */
+const tlsOutcomes = vi.hoisted(() => ({ outcomes: [] as number[] }))
+vi.mock('../../src/auth/native-login.js', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('../../src/auth/native-login.js')>()
+  return {
+    ...actual,
+    startupAfterNativeLogin: (
+      ...args: Parameters<typeof actual.startupAfterNativeLogin>
+    ): ReturnType<typeof actual.startupAfterNativeLogin> => {
+      const result: NativeLoginResult = args[1]
+      if (result.inside) tlsOutcomes.outcomes.push(result.outcome)
+      return actual.startupAfterNativeLogin(...args)
+    },
+  }
+})
 
 let workDir: string
 let cert: CertFiles
 let db: TestDatabase
-const logins = vi.spyOn(NativeLogins.prototype, 'login')
 
 beforeAll(async () => {
   workDir = mkdtempSync(join(tmpdir(), 'pgfence-login-tls-'))
@@ -45,12 +62,24 @@ afterAll(async () => {
 
 const SSL = { rejectUnauthorized: false }
 
-/** How the logins in C that ran inside TLS since `from` ended. */
-async function outcomesInsideTls(from: number): Promise<LoginOutcome[]> {
-  const inside = logins.mock.calls.map((call, i) => ({ call, i })).slice(from)
-  const ran = inside.filter(({ call }) => call[1] === false)
-  return Promise.all(ran.map(async ({ i }) => (await logins.mock.results[i]!.value).outcome))
+/**
+ * A node-postgres client logged in over TLS, with its backend's process id, and the ends of its
+ * connection at the proxy.
+ */
+async function connected(proxy: TestProxy, applicationName = 'inside-tls') {
+  const client = new pg.Client({
+    connectionString: proxy.url('postgres', db.name, POOL_PASSWORD),
+    application_name: applicationName,
+    ssl: SSL,
+  })
+  await client.connect()
+  const stream = (client as unknown as { connection: { stream: tls.TLSSocket } }).connection.stream
+  const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid
+  return { client, stream, pid, ends: { local: proxy.port, remote: stream.localPort! } }
 }
+
+/** How the logins in C that ran inside TLS since `from` (a count of them) ended. */
+const outcomesInsideTls = (from: number) => tlsOutcomes.outcomes.slice(from)
 
 describe.each(['session', 'transaction'] as const)('a %s pool with client TLS', (mode) => {
   let proxy: TestProxy
@@ -68,35 +97,26 @@ describe.each(['session', 'transaction'] as const)('a %s pool with client TLS', 
     await proxy?.close()
   })
 
-  /** A node-postgres client logged in over TLS, and the ends of its connection at the proxy. */
-  async function connected() {
-    const client = new pg.Client({
-      connectionString: proxy.url('postgres', db.name, POOL_PASSWORD),
-      ssl: SSL,
-    })
-    await client.connect()
-    const stream = (client as unknown as { connection: { stream: tls.TLSSocket } }).connection
-      .stream
-    return { client, stream, ends: { local: proxy.port, remote: stream.localPort! } }
-  }
-
   test('node-postgres logs in by the login in C inside TLS, and its connection closes with it', async () => {
-    const from = logins.mock.calls.length
-    const first = await connected()
+    const from = tlsOutcomes.outcomes.length
+    const first = await connected(proxy)
     await first.client.query('SELECT 1')
     await first.client.end()
     await vi.waitFor(() => expect(proxy.connectionCount()).toBe(0))
     // The pool's server connection is open now, C watching it idle for the next client (a
     // transaction pool's once a client has left it): a client adds only descriptors of its own.
     const before = openDescriptors()
-    const { client, stream, ends } = await connected()
+    const { client, stream, ends } = await connected(proxy)
     expect(stream.encrypted).toBe(true)
     for (let i = 0; i < 3; i++)
       expect((await client.query('SELECT $1::int + 1 AS v', [i])).rows).toEqual([{ v: i + 1 }])
-    expect(await outcomesInsideTls(from)).toEqual([
-      LoginOutcome.Authenticated,
-      LoginOutcome.Authenticated,
-    ])
+    // A session pool lends the second client the first one's connection in C, inside TLS; a
+    // transaction pool's client inside TLS goes on in JavaScript.
+    expect(outcomesInsideTls(from)).toEqual(
+      mode === 'session'
+        ? [LoginOutcome.Authenticated]
+        : [LoginOutcome.Authenticated, LoginOutcome.Authenticated],
+    )
     await client.end()
     await vi.waitFor(() => expect(descriptorsOf(ends)).toBe(0))
     await vi.waitFor(() => expect(proxy.connectionCount()).toBe(0))
@@ -105,7 +125,7 @@ describe.each(['session', 'transaction'] as const)('a %s pool with client TLS', 
   })
 
   test('psql with sslmode=require logs in; a wrong password is 28P01, as outside TLS', async () => {
-    const from = logins.mock.calls.length
+    const from = tlsOutcomes.outcomes.length
     const psql = await runCommand(pgBin('psql'), [
       '-XAtc',
       'SELECT 7',
@@ -120,10 +140,7 @@ describe.each(['session', 'transaction'] as const)('a %s pool with client TLS', 
       code: '28P01',
       message: 'password authentication failed for user "postgres"',
     })
-    expect(await outcomesInsideTls(from)).toEqual([
-      LoginOutcome.Authenticated,
-      LoginOutcome.Refused,
-    ])
+    expect(outcomesInsideTls(from)).toEqual([LoginOutcome.Authenticated, LoginOutcome.Refused])
   })
 })
 
@@ -146,7 +163,7 @@ describe('what the login in C leaves to JavaScript goes on inside TLS', () => {
   })
 
   test('the admin console logs in over TLS', async () => {
-    const from = logins.mock.calls.length
+    const from = tlsOutcomes.outcomes.length
     const console = new pg.Client({
       connectionString: proxy.url('postgres', 'pgfence', POOL_PASSWORD),
       ssl: SSL,
@@ -155,7 +172,7 @@ describe('what the login in C leaves to JavaScript goes on inside TLS', () => {
     const { rows } = await console.query('SHOW CONFIG')
     expect(rows.find((row) => row.key === 'pool.mode')?.value).toBe('session')
     await console.end()
-    expect(await outcomesInsideTls(from)).toEqual([LoginOutcome.Fallback])
+    expect(outcomesInsideTls(from)).toEqual([LoginOutcome.Fallback])
   })
 
   /** A client inside TLS with the proxy, having sent nothing there yet. */
@@ -181,7 +198,11 @@ describe('what the login in C leaves to JavaScript goes on inside TLS', () => {
     raw.write(sslRequest())
     await once(raw, 'data')
     raw.write(Buffer.from('GET / HTTP/1.1\r\nHost: pgfence\r\n\r\n'))
-    await closedWithin(raw, 5000)
+    // Refused in plaintext, with OpenSSL's reason, as PostgreSQL's own log would have it.
+    const { received } = await closedWithin(raw, 5000)
+    const [error] = backendMessages(received)
+    expect(error && errorCode(error)).toBe('08P01')
+    expect(received.toString('latin1')).toMatch(/TLS handshake failed: \w/)
     const secure = await insideTls()
     secure.on('error', () => {})
     secure.write(Buffer.from([0xff, 0xff, 0xff, 0xff, 0, 3, 0, 0]))
@@ -214,5 +235,110 @@ describe('what the login in C leaves to JavaScript goes on inside TLS', () => {
     const [error] = backendMessages(received)
     expect(error && errorCode(error)).toBe('08P01')
     expect(received.toString('latin1')).toContain('unexpected encryption request after encryption')
+  })
+})
+
+describe('a session pool lends a login inside TLS a connection in C', () => {
+  let proxy: TestProxy
+  const logs: Record<string, unknown>[] = []
+
+  beforeAll(async () => {
+    const logger = capturingLogger(logs)
+    logger.level = 'debug'
+    proxy = await startTestProxy(
+      {
+        pool: { mode: 'session', size: 1, waitTimeoutMs: 5000 },
+        auth: { file: writeUserlist() },
+        tls: { cert: cert.certFile, key: cert.keyFile },
+        admin: { users: ['postgres'] },
+        relay: 'native',
+        log: { level: 'debug' },
+      },
+      undefined,
+      { logger },
+    )
+  })
+
+  afterAll(async () => {
+    await proxy?.close()
+  })
+
+  /** The connection numbers of the sessions lent in C that JavaScript heard of (settled now). */
+  const lent = () => {
+    proxy.nativeSessionCount()
+    return logs.filter((l) => l.lent === true && l.msg === 'session relayed natively')
+  }
+  const logged = (msg: string) => logs.filter((l) => l.msg === msg).length
+
+  /** The pool's one connection, idle again after a client left it. */
+  const idleAgain = () =>
+    vi.waitFor(async () => {
+      const console = new pg.Client({
+        connectionString: proxy.url('postgres', 'pgfence', POOL_PASSWORD),
+        ssl: SSL,
+      })
+      await console.connect()
+      const { rows } = await console.query<Record<string, string>>('SHOW POOLS')
+      await console.end()
+      expect(rows.find((row) => row.database === db.name)?.sv_idle).toBe('1')
+    })
+
+  /** A client, gone, then one like it: lent the connection the first left, inside TLS. */
+  async function lentAfterAnother() {
+    const first = await connected(proxy)
+    await first.client.end()
+    await idleAgain()
+    const second = await connected(proxy)
+    expect(second.stream.encrypted).toBe(true)
+    expect(second.pid).toBe(first.pid)
+    return second
+  }
+
+  test('JavaScript hears of it through a TLS channel; its session goes on, and its goodbye shelves the connection for the next', async () => {
+    const before = lent().length
+    const { client, ends, pid } = await lentAfterAnother()
+    // Settled: JavaScript heard of the lease, and the relay goes on with the TLS connection.
+    expect(lent()).toHaveLength(before + 1)
+    expect((await client.query('SELECT 5 AS v')).rows).toEqual([{ v: 5 }])
+    const shelved = logged('server connection back on the shelf in C')
+    await client.end()
+    await vi.waitFor(() => expect(descriptorsOf(ends)).toBe(0))
+    await vi.waitFor(() =>
+      expect(logged('server connection back on the shelf in C')).toBe(shelved + 1),
+    )
+    const next = await connected(proxy)
+    expect(next.pid).toBe(pid)
+    expect(lent()).toHaveLength(before + 2)
+    await next.client.end()
+  })
+
+  test('one that says goodbye before JavaScript hears of it leaves the connection on the shelf, its TLS connection closed', async () => {
+    const { client, ends, pid } = await lentAfterAnother()
+    // Those before it were taken in when the console settled (idleAgain).
+    const quiet = logged('a login lent in C left before JavaScript heard of it')
+    expect((await client.query('SELECT 6 AS v')).rows).toEqual([{ v: 6 }])
+    await client.end()
+    await vi.waitFor(() => expect(descriptorsOf(ends)).toBe(0))
+    proxy.nativeSessionCount()
+    expect(logged('a login lent in C left before JavaScript heard of it')).toBe(quiet + 1)
+    const next = await connected(proxy)
+    expect(next.pid).toBe(pid)
+    await next.client.end()
+  })
+
+  test('one that holds the connection while another client waits is served by a session through its TLS channel, then gives the connection over', async () => {
+    const holder = await lentAfterAnother()
+    const waiting = connected(proxy, 'waiting')
+    await vi.waitFor(() => expect(proxy.connectionCount()).toBe(2))
+    // The pool heard of the lease: the holder's session, made in JavaScript, goes on inside TLS.
+    await vi.waitFor(() => expect(lent().length).toBeGreaterThan(0))
+    expect((await holder.client.query('SELECT 7 AS v')).rows).toEqual([{ v: 7 }])
+    await holder.client.end()
+    const served = await waiting
+    expect(served.pid).toBe(holder.pid)
+    expect((await served.client.query('SHOW application_name')).rows).toEqual([
+      { application_name: 'waiting' },
+    ])
+    await served.client.end()
   })
 })

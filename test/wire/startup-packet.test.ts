@@ -1,9 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import {
-  decodeStartupPacket,
-  isSslRequestAlone,
-  startupPacketLength,
-} from '../../src/wire/startup-packet.js'
+import { decodeStartupPacket, startupPacketLength } from '../../src/wire/startup-packet.js'
 
 function startup(params: Record<string, string>, version = 196608): Buffer {
   const body = Object.entries(params)
@@ -42,17 +38,6 @@ describe('startup packets', () => {
     expect(decodeStartupPacket(request(80877104)).kind).toBe('gssenc')
     expect(decodeStartupPacket(request(80877102, 16)).kind).toBe('cancel')
     expect(() => decodeStartupPacket(request(80877102, 12))).toThrow(/cancel request/)
-  })
-
-  it('tells an SSLRequest alone from one with bytes after it, a GSS request or a bad length', () => {
-    expect(isSslRequestAlone(request(80877103))).toBe(true)
-    expect(isSslRequestAlone(Buffer.concat([request(80877103), startup({ user: 'u' })]))).toBe(
-      false,
-    )
-    expect(isSslRequestAlone(request(80877104))).toBe(false)
-    const longer = request(80877103)
-    longer.writeUInt32BE(12, 0)
-    expect(isSslRequestAlone(longer)).toBe(false)
   })
 
   it('keeps a newer minor version for the server to negotiate, refuses another major', () => {
