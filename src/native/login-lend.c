@@ -7,10 +7,9 @@
  * JavaScript asks (shelfReport) before it reads or changes what a lease would change (its pools,
  * its sessions, the cancel keys). A client that says goodbye cleanly before that leaves its link
  * back on the shelf (shelf_return_quietly), and JavaScript never hears of it but for its count.
- * A session pool lends a login inside TLS alike: the relay reads its TLS connection, and
- * JavaScript, once told, speaks to the client through a TLS channel the relay gives the
- * connection to when it stops (login_report_lent); a transaction pool's client inside TLS is
- * not lent (JavaScript reads it between transactions).
+ * A login inside TLS is lent alike: the relay reads its TLS connection, and JavaScript, once
+ * told, speaks to the client through a TLS channel the relay gives the connection to when it
+ * stops (login_report_lent).
  *
  * JavaScript API (src/relay/link-shelf.ts):
  *   loginsLend(logins, shelf): logins accepted from now on may be lent from `shelf`; from a
@@ -121,8 +120,6 @@ static const relay_lender_t RELAY_LENDER = {wake, over};
 static int lend(void *ctx, side_t *client, const uint8_t *packet, size_t len,
                 const uint8_t *answer, size_t answer_len) {
   lender_t *lender = ctx;
-  /* A transaction pool's client is read by JavaScript between transactions: not inside TLS. */
-  if (client->io.ssl && lender->duplicate) return LEND_NONE;
   lease_t *l = malloc(sizeof *l);
   if (!l) return LEND_NONE;
   if (shelf_lend(lender->shelf, packet, len, uv_now(client->poll.loop), &l->lent) < 0) {

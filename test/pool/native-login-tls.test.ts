@@ -24,9 +24,9 @@ import {
 
 /**
  * A pooled client's login accepted in C takes TLS up in C too: after 'S' the handshake, then the
- * login, inside TLS on the client's own descriptor. A session pool's login may be lent a
- * connection in C there and then; what C leaves to JavaScript goes on through a TLS channel's
- * plaintext end (NativeLoginResult.inside), still inside TLS.
+ * login, inside TLS on the client's own descriptor. The login may be lent a pool's connection in
+ * C there and then; what C leaves to JavaScript goes on through a TLS channel's plaintext end
+ * (NativeLoginResult.inside, or a lent login's once JavaScript hears of it), still inside TLS.
  */
 
 /** How the logins in C that ran inside TLS ended, as JavaScript went on from them. */
@@ -110,13 +110,8 @@ describe.each(['session', 'transaction'] as const)('a %s pool with client TLS', 
     expect(stream.encrypted).toBe(true)
     for (let i = 0; i < 3; i++)
       expect((await client.query('SELECT $1::int + 1 AS v', [i])).rows).toEqual([{ v: i + 1 }])
-    // A session pool lends the second client the first one's connection in C, inside TLS; a
-    // transaction pool's client inside TLS goes on in JavaScript.
-    expect(outcomesInsideTls(from)).toEqual(
-      mode === 'session'
-        ? [LoginOutcome.Authenticated]
-        : [LoginOutcome.Authenticated, LoginOutcome.Authenticated],
-    )
+    // The second is lent the first one's connection in C, inside TLS.
+    expect(outcomesInsideTls(from)).toEqual([LoginOutcome.Authenticated])
     await client.end()
     await vi.waitFor(() => expect(descriptorsOf(ends)).toBe(0))
     await vi.waitFor(() => expect(proxy.connectionCount()).toBe(0))
@@ -238,16 +233,50 @@ describe('what the login in C leaves to JavaScript goes on inside TLS', () => {
   })
 })
 
-describe('a session pool lends a login inside TLS a connection in C', () => {
-  let proxy: TestProxy
+/**
+ * A proxy of `mode` with a pool of one connection and client TLS, its debug log kept: what a
+ * lent login inside TLS is seen by.
+ */
+function lendingInsideTls(mode: 'session' | 'transaction') {
   const logs: Record<string, unknown>[] = []
+  const lending = {
+    proxy: undefined as unknown as TestProxy,
+    /** The sessions lent in C that JavaScript heard of (settled now). */
+    lent: () => {
+      lending.proxy.nativeSessionCount()
+      return logs.filter((l) => l.lent === true && l.msg === 'session relayed natively')
+    },
+    logged: (msg: string) => logs.filter((l) => l.msg === msg).length,
+    /** The pool's one connection, idle again after a client left it. */
+    idleAgain: () =>
+      vi.waitFor(async () => {
+        const console = new pg.Client({
+          connectionString: lending.proxy.url('postgres', 'pgfence', POOL_PASSWORD),
+          ssl: SSL,
+        })
+        await console.connect()
+        const { rows } = await console.query<Record<string, string>>('SHOW POOLS')
+        await console.end()
+        expect(rows.find((row) => row.database === db.name)?.sv_idle).toBe('1')
+      }),
+    /** A client, gone, then one like it: lent the connection the first left, inside TLS. */
+    lentAfterAnother: async () => {
+      const first = await connected(lending.proxy)
+      await first.client.end()
+      await lending.idleAgain()
+      const second = await connected(lending.proxy)
+      expect(second.stream.encrypted).toBe(true)
+      expect(second.pid).toBe(first.pid)
+      return second
+    },
+  }
 
   beforeAll(async () => {
     const logger = capturingLogger(logs)
     logger.level = 'debug'
-    proxy = await startTestProxy(
+    lending.proxy = await startTestProxy(
       {
-        pool: { mode: 'session', size: 1, waitTimeoutMs: 5000 },
+        pool: { mode, size: 1, waitTimeoutMs: 5000 },
         auth: { file: writeUserlist() },
         tls: { cert: cert.certFile, key: cert.keyFile },
         admin: { users: ['postgres'] },
@@ -260,39 +289,15 @@ describe('a session pool lends a login inside TLS a connection in C', () => {
   })
 
   afterAll(async () => {
-    await proxy?.close()
+    await lending.proxy?.close()
   })
 
-  /** The connection numbers of the sessions lent in C that JavaScript heard of (settled now). */
-  const lent = () => {
-    proxy.nativeSessionCount()
-    return logs.filter((l) => l.lent === true && l.msg === 'session relayed natively')
-  }
-  const logged = (msg: string) => logs.filter((l) => l.msg === msg).length
+  return lending
+}
 
-  /** The pool's one connection, idle again after a client left it. */
-  const idleAgain = () =>
-    vi.waitFor(async () => {
-      const console = new pg.Client({
-        connectionString: proxy.url('postgres', 'pgfence', POOL_PASSWORD),
-        ssl: SSL,
-      })
-      await console.connect()
-      const { rows } = await console.query<Record<string, string>>('SHOW POOLS')
-      await console.end()
-      expect(rows.find((row) => row.database === db.name)?.sv_idle).toBe('1')
-    })
-
-  /** A client, gone, then one like it: lent the connection the first left, inside TLS. */
-  async function lentAfterAnother() {
-    const first = await connected(proxy)
-    await first.client.end()
-    await idleAgain()
-    const second = await connected(proxy)
-    expect(second.stream.encrypted).toBe(true)
-    expect(second.pid).toBe(first.pid)
-    return second
-  }
+describe('a session pool lends a login inside TLS a connection in C', () => {
+  const lending = lendingInsideTls('session')
+  const { lent, logged, lentAfterAnother } = lending
 
   test('JavaScript hears of it through a TLS channel; its session goes on, and its goodbye shelves the connection for the next', async () => {
     const before = lent().length
@@ -306,7 +311,7 @@ describe('a session pool lends a login inside TLS a connection in C', () => {
     await vi.waitFor(() =>
       expect(logged('server connection back on the shelf in C')).toBe(shelved + 1),
     )
-    const next = await connected(proxy)
+    const next = await connected(lending.proxy)
     expect(next.pid).toBe(pid)
     expect(lent()).toHaveLength(before + 2)
     await next.client.end()
@@ -319,17 +324,17 @@ describe('a session pool lends a login inside TLS a connection in C', () => {
     expect((await client.query('SELECT 6 AS v')).rows).toEqual([{ v: 6 }])
     await client.end()
     await vi.waitFor(() => expect(descriptorsOf(ends)).toBe(0))
-    proxy.nativeSessionCount()
+    lending.proxy.nativeSessionCount()
     expect(logged('a login lent in C left before JavaScript heard of it')).toBe(quiet + 1)
-    const next = await connected(proxy)
+    const next = await connected(lending.proxy)
     expect(next.pid).toBe(pid)
     await next.client.end()
   })
 
   test('one that holds the connection while another client waits is served by a session through its TLS channel, then gives the connection over', async () => {
     const holder = await lentAfterAnother()
-    const waiting = connected(proxy, 'waiting')
-    await vi.waitFor(() => expect(proxy.connectionCount()).toBe(2))
+    const waiting = connected(lending.proxy, 'waiting')
+    await vi.waitFor(() => expect(lending.proxy.connectionCount()).toBe(2))
     // The pool heard of the lease: the holder's session, made in JavaScript, goes on inside TLS.
     await vi.waitFor(() => expect(lent().length).toBeGreaterThan(0))
     expect((await holder.client.query('SELECT 7 AS v')).rows).toEqual([{ v: 7 }])
@@ -340,5 +345,46 @@ describe('a session pool lends a login inside TLS a connection in C', () => {
       { application_name: 'waiting' },
     ])
     await served.client.end()
+  })
+})
+
+describe('a transaction pool lends a login inside TLS a connection in C', () => {
+  const lending = lendingInsideTls('transaction')
+  const { lent, lentAfterAnother } = lending
+
+  test('its transactions run on the lent connection before and after JavaScript hears of it; the next like it is lent it again', async () => {
+    const before = lent().length
+    const { client, ends, pid } = await lentAfterAnother()
+    const inTransaction = async (v: number) => {
+      await client.query('BEGIN')
+      const { rows } = await client.query('SELECT $1::int AS v', [v])
+      await client.query('COMMIT')
+      return rows
+    }
+    expect(await inTransaction(1)).toEqual([{ v: 1 }])
+    expect(lent()).toHaveLength(before + 1)
+    expect(await inTransaction(2)).toEqual([{ v: 2 }])
+    await client.end()
+    await vi.waitFor(() => expect(descriptorsOf(ends)).toBe(0))
+    await lending.idleAgain()
+    const next = await connected(lending.proxy)
+    expect(next.pid).toBe(pid)
+    expect(lent()).toHaveLength(before + 2)
+    await next.client.end()
+  })
+
+  test('one that holds the connection gives it to a client that waits, and goes on in JavaScript inside TLS', async () => {
+    const holder = await lentAfterAnother()
+    const other = await connected(lending.proxy, 'other')
+    expect(other.pid).toBe(holder.pid)
+    const applicationName = async (client: pg.Client) =>
+      (await client.query('SHOW application_name')).rows[0].application_name
+    for (let i = 0; i < 3; i++) {
+      expect(await applicationName(holder.client)).toBe('inside-tls')
+      expect(await applicationName(other.client)).toBe('other')
+    }
+    await other.client.end()
+    await holder.client.end()
+    await vi.waitFor(() => expect(lending.proxy.connectionCount()).toBe(0))
   })
 })
