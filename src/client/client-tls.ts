@@ -31,6 +31,8 @@ export interface ClientTls {
   certificate: Buffer
 }
 
+const CLOSED_IN_HANDSHAKE = new Error('client closed the connection during TLS handshake')
+
 /**
  * The handshake in C (src/net/native-tls.ts): the client's TCP socket reads no more and
  * lives as long as the plaintext socket that replaces it, which closes when it closes (the
@@ -42,14 +44,24 @@ const nativeClientTls =
     const gone = new AbortController()
     const onClose = () => gone.abort()
     raw.once('close', onClose)
-    const plaintext = await handshakeInC(
-      (open) => startNativeTls(raw, context, '', gone.signal, open),
-      gone.signal,
-    ).finally(() => raw.off('close', onClose))
-    const secure = plaintext.socket
+    let plaintext: ClientConnection | undefined
+    try {
+      await startNativeTls(raw, context, '', gone.signal, (fd) => {
+        plaintext = ClientConnection.readingIntoBuffer({ fd })
+        return plaintext.socket
+      })
+    } catch (err) {
+      // A client that left (or did during the handshake) is no error to report, as with Node's.
+      if (gone.signal.aborted || (err instanceof NativeTlsError && err.peerClosed))
+        throw CLOSED_IN_HANDSHAKE
+      throw tlsHandshakeFailed((err as Error).message)
+    } finally {
+      raw.off('close', onClose)
+    }
+    const secure = plaintext!.socket
     secure.once('close', () => raw.destroy())
     raw.once('close', () => secure.destroy())
-    return plaintext
+    return plaintext!
   }
 
 /**
@@ -62,37 +74,11 @@ export function connectionInsideTls(
   channel: NativeTlsChannel,
   fd: number,
 ): ClientConnection {
-  let plaintext: ClientConnection | undefined
-  channelEnd(
-    channel,
-    fd,
-    (end) => (plaintext = ClientConnection.readingIntoBuffer({ fd: end }, true)).socket,
-  )
-  const secure = plaintext!.socket
+  const plaintext = ClientConnection.readingIntoBuffer({ fd }, true)
+  const secure = channelEnd(plaintext.socket, channel)
   secure.once('close', () => raw.destroy())
   raw.onClose(() => secure.destroy())
-  return plaintext!
-}
-
-const CLOSED_IN_HANDSHAKE = new Error('client closed the connection during TLS handshake')
-
-/**
- * Runs a handshake in C (`start`, given how to open the plaintext end) and resolves with the
- * plaintext end as a reading connection; a client that left (`gone`, or during the handshake) is
- * no error to report, as with Node's TLS.
- */
-async function handshakeInC(
-  start: (open: (fd: number) => net.Socket) => Promise<net.Socket>,
-  gone: AbortSignal,
-): Promise<ClientConnection> {
-  let plaintext: ClientConnection | undefined
-  try {
-    await start((fd) => (plaintext = ClientConnection.readingIntoBuffer({ fd })).socket)
-  } catch (err) {
-    if (gone.aborted || (err instanceof NativeTlsError && err.peerClosed)) throw CLOSED_IN_HANDSHAKE
-    throw tlsHandshakeFailed((err as Error).message)
-  }
-  return plaintext!
+  return plaintext
 }
 
 /** The configured certificate, with the handshake in C when the native relay runs. */

@@ -101,38 +101,22 @@ export function startNativeTls(
   const fd = descriptorOf(socket)
   if (fd === null) return Promise.reject(new Error('the connection was closed'))
   stopReading(socket)
-  return startNativeTlsOn(fd, context, host, abort, open)
-}
-
-/**
- * The plaintext end of a channel, its descriptor `fd`, as a socket made by `open`: one of a
- * handshake started here, or of one a login in C ran (tls_channel_adopt).
- */
-export function channelEnd(
-  channel: NativeTlsChannel,
-  fd: number,
-  open: (fd: number) => net.Socket,
-): net.Socket {
-  const plaintext = open(fd)
-  channels.set(plaintext, channel)
-  return plaintext
-}
-
-/** As startNativeTls, on a descriptor no socket reads. */
-function startNativeTlsOn(
-  fd: number,
-  context: NativeTlsContext,
-  host: string,
-  abort?: AbortSignal,
-  open: (fd: number) => net.Socket = plainSocket,
-): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
     const onAbort = () => channel.close()
     const channel = addon!.tlsStart(context, fd, host, (error, plaintextFd, peerClosed) => {
       abort?.removeEventListener('abort', onAbort)
       if (error !== null) return reject(new NativeTlsError(error, peerClosed))
-      resolve(channelEnd(channel, plaintextFd, open))
+      resolve(channelEnd(open(plaintextFd), channel))
     })
     abort?.addEventListener('abort', onAbort)
   })
+}
+
+/**
+ * Marks `plaintext` as a channel's plaintext end (a handshake's started here, or one a login in
+ * C ran: tls_channel_adopt) and returns it.
+ */
+export function channelEnd(plaintext: net.Socket, channel: NativeTlsChannel): net.Socket {
+  channels.set(plaintext, channel)
+  return plaintext
 }
