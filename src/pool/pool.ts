@@ -54,6 +54,11 @@ export interface IdleLender {
    * shows as lent from then on): called before the pool reads or changes its idle connections.
    */
   settle(): void
+  /**
+   * Takes in only the connections it lent that came back (idle again from then on); those still
+   * lent keep showing as idle. Cheaper than settle, which makes each of those a session.
+   */
+  takeReturns(): void
 }
 
 export type OpenServer = (credentials: UpstreamCredentials) => Promise<ServerConnection>
@@ -233,7 +238,7 @@ export class Pool {
    * waiter or keep it idle; else close it.
    */
   release(connection: ServerConnection, reset: ResetThen): void {
-    if (!connection.alive || this.expired(connection)) return this.discard(connection)
+    if (this.worn(connection)) return this.discard(connection)
     reset(connection, (reusable) =>
       reusable ? this.checkin(connection) : this.discard(connection),
     )
@@ -241,8 +246,7 @@ export class Pool {
 
   /** A connection that needs no reset comes back, at once: to the next waiter, else idle. */
   checkin(connection: ServerConnection): void {
-    if (!connection.alive || this.expired(connection) || this.closed || this.overSize())
-      return this.discard(connection)
+    if (this.worn(connection) || this.closed || this.overSize()) return this.discard(connection)
     const waiter = this.waiters.shift()
     if (waiter) {
       clearTimeout(waiter.timer)
@@ -260,7 +264,7 @@ export class Pool {
    */
   takeBack(connection: ServerConnection): boolean {
     if (this.waiters.length > 0 || this.closed || this.overSize()) return false
-    if (!connection.alive || this.expired(connection)) return false
+    if (this.worn(connection)) return false
     connection.idleSince = Date.now()
     this.idle.push(connection)
     return true
@@ -297,7 +301,7 @@ export class Pool {
     for (let at = this.readyIdleAt(); at >= 0; at = this.readyIdleAt()) {
       const connection = this.idle.splice(at, 1)[0]!
       const withdrawn = this.lender?.withdraw(connection) ?? true
-      if (withdrawn && connection.alive && !this.expired(connection)) return connection
+      if (withdrawn && !this.worn(connection)) return connection
       this.discard(connection)
     }
     return null
@@ -352,19 +356,41 @@ export class Pool {
     return Date.now() - connection.createdAt >= this.config.maxLifetimeMs
   }
 
+  /** Past maxLifetimeMs, or ended (its node no longer the primary, its server gone). */
+  private worn(connection: ServerConnection): boolean {
+    return this.expired(connection) || !connection.alive
+  }
+
+  /** Idle past idleTimeoutMs at `now`, or worn. */
+  private closable(connection: ServerConnection, now: number): boolean {
+    return now - connection.idleSince >= this.config.idleTimeoutMs || this.worn(connection)
+  }
+
+  /**
+   * Whether a sweep at `now` may close or open a connection. Those lent without the pool count as
+   * idle here, so minIdle (which they could fall short of) always sweeps.
+   */
+  private due(now: number): boolean {
+    if (this.config.minIdle > 0) return true
+    for (const connection of this.kept.keys()) if (this.worn(connection)) return true
+    return this.idle.some((connection) => this.closable(connection, now))
+  }
+
   /**
    * Closes connections idle too long, too old or to a node no longer the primary (asks for kept
    * ones back), then opens up to minIdle.
    */
   sweep(): void {
+    // What the lender lent is settled only when the sweep has something to do: settling makes a
+    // session of each connection lent at that moment, for the rest of its client's stay.
+    this.lender?.takeReturns()
+    if (this.lender && !this.due(Date.now())) return
     this.lender?.settle()
     const now = Date.now()
-    for (const [connection, giveBack] of [...this.kept])
-      if (this.expired(connection) || !connection.alive) giveBack()
+    for (const [connection, giveBack] of [...this.kept]) if (this.worn(connection)) giveBack()
     for (let i = this.idle.length - 1; i >= 0; i--) {
       const connection = this.idle[i]!
-      const stale = now - connection.idleSince >= this.config.idleTimeoutMs
-      if (stale || this.expired(connection) || !connection.alive) {
+      if (this.closable(connection, now)) {
         this.idle.splice(i, 1)
         this.discard(connection)
       }

@@ -113,7 +113,7 @@ export class LendingInC implements IdleLender {
   }
 
   /** A link back on the shelf quietly stays idle, its next client greeted with a new key. */
-  private takeReturns(): void {
+  takeReturns(): void {
     for (const { link, key, transactions } of this.shelf.returns()) {
       this.quietLogin(transactions)
       const server = this.byLink.get(link)

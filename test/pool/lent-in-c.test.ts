@@ -321,6 +321,64 @@ test("a lent session's connection goes back on the shelf in C at its goodbye, fo
   }
 })
 
+describe("the pool's sweep", () => {
+  /** Whether JavaScript heard of a login lent in C while it was under way, read from the log. */
+  const reported = (logs: Record<string, unknown>[]) =>
+    logs.some((line) => line.lent === true && line.msg === 'session relayed natively')
+
+  /** A client that leaves its connection idle, shelved for the next like it; its backend. */
+  async function leftIdle(proxy: TestProxy): Promise<number> {
+    const { client, pid } = await connect(proxy)
+    await client.end()
+    await idleAgain(proxy)
+    return pid
+  }
+
+  /** A lent client still on backend `pid`, in a session of its own; it leaves. */
+  async function stillOn({ client, pid }: Awaited<ReturnType<typeof connect>>, backend: number) {
+    expect(pid).toBe(backend)
+    expect(await applicationNameOf(client)).toBe('lent-in-c')
+    await client.end()
+  }
+
+  test('takes in a quiet return without reporting the client lent quietly now', async () => {
+    const { proxy, logs, lent } = await startLending()
+    try {
+      const backend = await leftIdle(proxy)
+      const second = await connect(proxy)
+      await second.client.end()
+      await resetDone(second.pid)
+      const third = await connect(proxy)
+      // Only the sweep (once a second) takes the return in: nothing else settles meanwhile.
+      await waitFor(
+        () =>
+          logs.some((line) => line.msg === 'a login lent in C left before JavaScript heard of it'),
+        { what: 'the sweep' },
+      )
+      expect(reported(logs)).toBe(false)
+      expect(lent()).toHaveLength(1)
+      await stillOn(third, backend)
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  test('with a connection idle too long to close, reports the client lent quietly first and leaves it its connection', async () => {
+    // A sweep each second; the lent connection shows idle (since the first client left) until then.
+    const { proxy, logs } = await startLending({
+      pool: { mode: 'session', size: 1, idleTimeoutMs: 2000 },
+    })
+    try {
+      const backend = await leftIdle(proxy)
+      const second = await connect(proxy)
+      await waitFor(() => reported(logs), { what: 'the sweep' })
+      await stillOn(second, backend)
+    } finally {
+      await proxy.close()
+    }
+  })
+})
+
 test("a lent session's connection goes to a client waiting in the pool, not back on the shelf", async () => {
   const { proxy, lent, backOnShelf } = await startLending({
     pool: { mode: 'session', size: 1, waitTimeoutMs: 5000 },
