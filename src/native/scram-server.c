@@ -1,10 +1,10 @@
+/* SHA256_Init and its kin: deprecated by OpenSSL 3 for EVP, which costs more here (hmac). */
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include "scram-server.h"
 
-#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,49 +111,33 @@ static int decode_key(const uint8_t *p, size_t n, uint8_t key[SCRAM_KEY_BYTES]) 
   return 0;
 }
 
-/* SHA-256 and HMAC-SHA-256 fetched once: OpenSSL's one-shot HMAC() and SHA256() look both up
- * by name at every call, which cost a login more than the hashing. */
-static EVP_MD *sha256;
-static EVP_MAC_CTX *hmac_sha256; /* keyless, its digest set: each thread keys a copy */
-static pthread_once_t fetched = PTHREAD_ONCE_INIT;
-
-static void fetch_algorithms(void) {
-  sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
-  EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-  hmac_sha256 = mac ? EVP_MAC_CTX_new(mac) : NULL;
-  EVP_MAC_free(mac); /* the context holds its own reference */
-  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256", 0),
-                         OSSL_PARAM_construct_end()};
-  if (hmac_sha256 && !EVP_MAC_CTX_set_params(hmac_sha256, params)) {
-    EVP_MAC_CTX_free(hmac_sha256);
-    hmac_sha256 = NULL;
-  }
+/* HMAC-SHA-256 (RFC 2104) on OpenSSL's SHA-256 functions, whose state lives on the stack:
+ * keying an EVP_MAC context makes and frees three digest contexts through the provider layer,
+ * which cost a login several times the hashing. */
+static void hmac(const uint8_t key[SCRAM_KEY_BYTES], const uint8_t *text, size_t n,
+                 uint8_t out[SCRAM_KEY_BYTES]) {
+  uint8_t pad[SHA256_CBLOCK];
+  SHA256_CTX ctx;
+  memset(pad, 0x36, sizeof pad);
+  for (int i = 0; i < SCRAM_KEY_BYTES; i++) pad[i] ^= key[i];
+  SHA256_Init(&ctx);
+  SHA256_Update(&ctx, pad, sizeof pad);
+  SHA256_Update(&ctx, text, n);
+  SHA256_Final(out, &ctx);
+  for (size_t i = 0; i < sizeof pad; i++) pad[i] ^= 0x36 ^ 0x5c;
+  SHA256_Init(&ctx);
+  SHA256_Update(&ctx, pad, sizeof pad);
+  SHA256_Update(&ctx, out, SCRAM_KEY_BYTES);
+  SHA256_Final(out, &ctx);
+  OPENSSL_cleanse(pad, sizeof pad);
+  OPENSSL_cleanse(&ctx, sizeof ctx);
 }
 
-/* Each thread keys a context of its own again for every HMAC, and hashes with one digest
- * context: a context made and freed per call cost more than the hashing. */
-static _Thread_local EVP_MAC_CTX *thread_hmac;
-static _Thread_local EVP_MD_CTX *thread_digest;
-
-static int hmac(const uint8_t key[SCRAM_KEY_BYTES], const uint8_t *text, size_t n,
-                uint8_t out[SCRAM_KEY_BYTES]) {
-  pthread_once(&fetched, fetch_algorithms);
-  if (!thread_hmac && hmac_sha256) thread_hmac = EVP_MAC_CTX_dup(hmac_sha256);
-  size_t len = 0;
-  int ok = thread_hmac && EVP_MAC_init(thread_hmac, key, SCRAM_KEY_BYTES, NULL) &&
-           EVP_MAC_update(thread_hmac, text, n) &&
-           EVP_MAC_final(thread_hmac, out, &len, SCRAM_KEY_BYTES) && len == SCRAM_KEY_BYTES;
-  return ok ? 0 : -1;
-}
-
-static int sha256_of(const uint8_t *p, size_t n, uint8_t out[SHA256_DIGEST_LENGTH]) {
-  pthread_once(&fetched, fetch_algorithms);
-  if (!thread_digest) thread_digest = EVP_MD_CTX_new();
-  unsigned int len = 0;
-  int ok = sha256 && thread_digest && EVP_DigestInit_ex(thread_digest, sha256, NULL) &&
-           EVP_DigestUpdate(thread_digest, p, n) &&
-           EVP_DigestFinal_ex(thread_digest, out, &len) && len == SHA256_DIGEST_LENGTH;
-  return ok ? 0 : -1;
+static void sha256_of(const uint8_t *p, size_t n, uint8_t out[SHA256_DIGEST_LENGTH]) {
+  SHA256_CTX ctx;
+  SHA256_Init(&ctx);
+  SHA256_Update(&ctx, p, n);
+  SHA256_Final(out, &ctx);
 }
 
 int scram_final(scram_server_t *s, const uint8_t *body, size_t n,
@@ -191,12 +175,11 @@ int scram_final(scram_server_t *s, const uint8_t *body, size_t n,
   auth[bare_len + 1 + first_len] = ',';
   memcpy(auth + bare_len + 2 + first_len, body, without_proof);
   uint8_t signature[SCRAM_KEY_BYTES], stored[SHA256_DIGEST_LENGTH];
-  int failed = hmac(s->stored_key, auth, auth_len, signature) ||
-               hmac(s->server_key, auth, auth_len, server_signature);
+  hmac(s->stored_key, auth, auth_len, signature);
+  hmac(s->server_key, auth, auth_len, server_signature);
   free(auth);
-  if (failed) return LOGIN_FAILURE_OUT_OF_MEMORY;
   for (int i = 0; i < SCRAM_KEY_BYTES; i++) client_key[i] = proof[i] ^ signature[i];
-  if (sha256_of(client_key, SCRAM_KEY_BYTES, stored)) return LOGIN_FAILURE_OUT_OF_MEMORY;
+  sha256_of(client_key, SCRAM_KEY_BYTES, stored);
   return CRYPTO_memcmp(stored, s->stored_key, SCRAM_KEY_BYTES) ? LOGIN_FAILURE_WRONG_PROOF : 0;
 }
 
