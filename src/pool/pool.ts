@@ -384,9 +384,9 @@ export class Pool {
     // What the lender lent is settled only when the sweep has something to do: settling makes a
     // session of each connection lent at that moment, for the rest of its client's stay.
     this.lender?.takeReturns()
-    if (this.lender && !this.due(Date.now())) return
-    this.lender?.settle()
     const now = Date.now()
+    if (!this.due(now)) return
+    this.lender?.settle()
     for (const [connection, giveBack] of [...this.kept]) if (this.worn(connection)) giveBack()
     for (let i = this.idle.length - 1; i >= 0; i--) {
       const connection = this.idle[i]!
