@@ -23,23 +23,21 @@ struct shelf_entry {
   relay_settings_t *settings; /* read once here, borrowed by each relay lent the link */
   uint64_t until;       /* uv_now past which it is not lent; UINT64_MAX: no limit */
   uint64_t reset_until; /* uv_now past which a reset under way ends the link */
+  /* Its quiet returns JavaScript has not taken in (shelfReturns): one note however many, the
+   * key its next client is greeted with and their clients' transactions. */
+  struct shelf_entry *returned_next;
+  int returned;
+  uint8_t return_key[8];
+  double return_transactions;
 };
-
-/* A link back on the shelf quietly, its new key and its client's transactions: for JavaScript
- * to take in (shelfReturns). */
-typedef struct {
-  napi_ref link;
-  uint8_t key[8];
-  double transactions;
-} quiet_return_t;
 
 struct link_shelf {
   napi_env env;
   uv_loop_t *loop;
   shelf_entry_t *entries;
   shelf_quiet_t quiet; /* the head of the leases JavaScript has not heard of */
-  quiet_return_t *returns;
-  size_t return_count, return_room;
+  shelf_entry_t *returned; /* the entries with quiet returns to take in, newest first */
+  double dropped_transactions; /* those of quiet returns whose entry went before */
   uv_timer_t timer; /* the earliest reset_until of a reset under way */
   int lent;         /* entries out with a relay: the shelf is freed after them */
   int finalized, timer_open;
@@ -51,20 +49,23 @@ link_shelf_t *shelf_of(napi_env env, napi_value value) {
   return shelf && !shelf->finalized ? shelf : NULL;
 }
 
-static void drop_returns(link_shelf_t *shelf) {
-  for (size_t i = 0; i < shelf->return_count; i++)
-    napi_delete_reference(shelf->env, shelf->returns[i].link);
-  shelf->return_count = 0;
-}
-
 static void free_if_done(link_shelf_t *shelf) {
   if (!shelf->finalized || shelf->timer_open || shelf->lent > 0) return;
-  drop_returns(shelf);
-  free(shelf->returns);
   free(shelf);
 }
 
+/* An entry that goes leaves its quiet returns' transactions to be counted without it. */
+static void forget_returns(shelf_entry_t *entry) {
+  if (!entry->returned) return;
+  link_shelf_t *shelf = entry->shelf;
+  shelf_entry_t **at = &shelf->returned;
+  while (*at != entry) at = &(*at)->returned_next;
+  *at = entry->returned_next;
+  shelf->dropped_transactions += entry->return_transactions;
+}
+
 static void entry_free(napi_env env, shelf_entry_t *entry) {
+  forget_returns(entry);
   if (entry->value) napi_delete_reference(env, entry->value);
   if (entry->on_end) napi_delete_reference(env, entry->on_end);
   relay_settings_free(env, entry->settings);
@@ -89,8 +90,6 @@ int shelf_lend(link_shelf_t *shelf, const uint8_t *packet, size_t len, uint64_t 
     if (!link_is_waiting(entry->link) || now > entry->until) continue;
     if (entry->packet.len != len || memcmp(entry->packet.data, packet, len) != 0) continue;
     *at = entry->next;
-    napi_delete_reference(shelf->env, entry->value);
-    entry->value = NULL;
     shelf->lent++;
     out->link = entry->link;
     out->greeting = &entry->greeting;
@@ -177,7 +176,6 @@ static void put_back(shelf_entry_t *entry, server_link_t *link, const uint8_t ke
   shelf->lent--;
   memcpy(entry->greeting.data + entry->greeting.len - KEY_FROM_END, key, 8);
   if (!shelf->finalized) {
-    napi_create_reference(env, link_js_value(link), 1, &entry->value);
     entry->next = shelf->entries;
     shelf->entries = entry;
     if (reset) arm(shelf, entry->reset_until = uv_now(shelf->loop) + entry->reset_ms);
@@ -203,28 +201,23 @@ int shelf_may_return(const shelf_entry_t *entry, uint64_t now) {
   return !entry->shelf->finalized && now <= entry->until;
 }
 
-/* Keeps a quiet return for JavaScript. */
-static void note_return(link_shelf_t *shelf, server_link_t *link, const uint8_t key[8],
-                       double transactions) {
-  if (shelf->return_count == shelf->return_room) {
-    size_t room = shelf->return_room ? 2 * shelf->return_room : 16;
-    quiet_return_t *grown = realloc(shelf->returns, room * sizeof *grown);
-    if (!grown) return;
-    shelf->returns = grown;
-    shelf->return_room = room;
+/* Keeps a quiet return for JavaScript, in the entry's note: the latest key is the one that
+ * counts, the client it greets being the link's only one since. */
+static void note_return(shelf_entry_t *entry, const uint8_t key[8], double transactions) {
+  if (!entry->returned) {
+    entry->returned = 1;
+    entry->returned_next = entry->shelf->returned;
+    entry->shelf->returned = entry;
   }
-  quiet_return_t *noted = &shelf->returns[shelf->return_count++];
-  napi_create_reference(shelf->env, link_js_value(link), 1, &noted->link);
-  memcpy(noted->key, key, 8);
-  noted->transactions = transactions;
+  memcpy(entry->return_key, key, 8);
+  entry->return_transactions += transactions;
 }
 
 void shelf_return_quietly(shelf_entry_t *entry, server_link_t *link, const uint8_t key[8],
                           double transactions) {
   link_shelf_t *shelf = entry->shelf;
   napi_value on_end;
-  /* Out of memory, the new key reaches no cancel: the client it greets cannot cancel. */
-  note_return(shelf, link, key, transactions);
+  note_return(entry, key, transactions);
   napi_get_reference_value(shelf->env, entry->on_end, &on_end);
   /* A transaction pool's quiet client left nothing that outlives its transactions: JavaScript
    * intercepts what could (a statement that sets, prepares or keeps something, a ParameterStatus),
@@ -367,29 +360,42 @@ napi_value js_unshelve(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* Sets result[at..at+3] to a quiet return: the link (undefined: gone), its key, transactions. */
+static void set_return(napi_env env, napi_value result, uint32_t at, napi_value link,
+                       const uint8_t key[8], double transactions) {
+  napi_value value;
+  napi_set_element(env, result, at, link);
+  napi_create_uint32(env, read_u32(key), &value);
+  napi_set_element(env, result, at + 1, value);
+  napi_create_uint32(env, read_u32(key + 4), &value);
+  napi_set_element(env, result, at + 2, value);
+  napi_create_double(env, transactions, &value);
+  napi_set_element(env, result, at + 3, value);
+}
+
 napi_value js_shelf_returns(napi_env env, napi_callback_info info) {
   size_t argc = 1;
-  napi_value argv[1], result, value;
+  napi_value argv[1], result, none;
   link_shelf_t *shelf = NULL;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
       !(shelf = shelf_of(env, argv[0])))
     return throw_error(env, "pgfence shelf: shelfReturns(shelf)");
-  if (shelf->return_count == 0) {
-    napi_get_undefined(env, &result);
-    return result;
+  napi_get_undefined(env, &none);
+  if (!shelf->returned && shelf->dropped_transactions == 0) return none;
+  napi_create_array(env, &result);
+  uint32_t at = 0;
+  for (shelf_entry_t *entry = shelf->returned; entry; entry = entry->returned_next, at += 4) {
+    napi_value link;
+    napi_get_reference_value(env, entry->value, &link);
+    set_return(env, result, at, link, entry->return_key, entry->return_transactions);
+    entry->returned = 0;
+    entry->return_transactions = 0;
   }
-  napi_create_array_with_length(env, 4 * shelf->return_count, &result);
-  for (size_t i = 0; i < shelf->return_count; i++) {
-    const quiet_return_t *noted = &shelf->returns[i];
-    napi_get_reference_value(env, noted->link, &value);
-    napi_set_element(env, result, 4 * i, value);
-    napi_create_uint32(env, read_u32(noted->key), &value);
-    napi_set_element(env, result, 4 * i + 1, value);
-    napi_create_uint32(env, read_u32(noted->key + 4), &value);
-    napi_set_element(env, result, 4 * i + 2, value);
-    napi_create_double(env, noted->transactions, &value);
-    napi_set_element(env, result, 4 * i + 3, value);
+  shelf->returned = NULL;
+  if (shelf->dropped_transactions != 0) {
+    static const uint8_t NO_KEY[8] = {0};
+    set_return(env, result, at, none, NO_KEY, shelf->dropped_transactions);
+    shelf->dropped_transactions = 0;
   }
-  drop_returns(shelf);
   return result;
 }

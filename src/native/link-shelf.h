@@ -18,8 +18,10 @@
  *     maxMessageBytes, interceptTypes, statementNeedles, queryCache] (relay()'s, in its order);
  *     lendForMs: how long it may be lent from now (-1: no limit); `reset`: resetQueries simple
  *     Queries, the first a DISCARD ALL, answered within resetMs or the link ends
- *   shelfReturns(shelf) → [link, processId, secretKey, transactions, ...] for each link a quiet
- *     lease put back since the last call, in order, or undefined: none
+ *   shelfReturns(shelf) → [link, processId, secretKey, transactions, ...] for each link quiet
+ *     leases put back since the last call, once: the key its next client is greeted with and
+ *     their clients' transactions; last, link undefined, the transactions of those whose link
+ *     left the shelf since; or undefined: none
  *   unshelve(shelf, link) → whether it was on the shelf, waiting (false: a login took it, or it
  *     ended; a link still resetting is ended, JavaScript told)
  */
@@ -67,8 +69,8 @@ void shelf_return(shelf_entry_t *entry, server_link_t *link, const uint8_t key[8
 int shelf_may_return(const shelf_entry_t *entry, uint64_t now);
 
 /* As shelf_return, JavaScript not asked: the link tells its end as it did when shelved, and the
- * return waits, with the key and the client's transactions, until JavaScript takes it in
- * (shelfReturns). A transaction pool's link is not reset: it waits at once. */
+ * return is noted in the entry, with the key and the client's transactions, until JavaScript
+ * takes it in (shelfReturns). A transaction pool's link is not reset: it waits at once. */
 void shelf_return_quietly(shelf_entry_t *entry, server_link_t *link, const uint8_t key[8],
                           double transactions);
 

@@ -172,7 +172,7 @@ export async function startProxy(
       (database) => live.settings.current.nameChecks?.dueInMs(database) ?? Infinity,
       (transactions) => {
         registry.ended(transactions)
-        logger.debug({ transactions }, 'a login lent in C left before JavaScript heard of it')
+        logger.debug({ transactions }, 'logins lent in C left before JavaScript heard of them')
       },
       transactionPooling,
     )

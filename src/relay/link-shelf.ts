@@ -34,7 +34,7 @@ interface ShelfModule {
     onEnd: LinkEventHandler,
   ): boolean
   unshelve(shelf: Shelf, link: ServerLinkHandle): boolean
-  shelfReturns(shelf: Shelf): (ServerLinkHandle | number)[] | undefined
+  shelfReturns(shelf: Shelf): (ServerLinkHandle | number | undefined)[] | undefined
   shelfReport(shelf: Shelf): void
   linkResetting(link: ServerLinkHandle): boolean
   loginsLend(logins: Logins, shelf: Shelf): void
@@ -45,12 +45,16 @@ const NONE_RETURNED: QuietReturn[] = []
 const addon =
   typeof nativeAddon?.linkShelf === 'function' ? (nativeAddon as unknown as ShelfModule) : null
 
-/** A link a login lent in C left back on the shelf, JavaScript not told then (LinkShelf.returns). */
+/**
+ * A link logins lent in C left back on the shelf, JavaScript not told then (LinkShelf.returns):
+ * one however many left it since the last look.
+ */
 export interface QuietReturn {
-  link: ServerLinkHandle
+  /** Undefined for the returns to links no longer on the shelf, whose keys no client has. */
+  link: ServerLinkHandle | undefined
   /** The key the link's next client is greeted with. */
   key: BackendKey
-  /** The transactions its client relayed. */
+  /** The transactions their clients relayed. */
   transactions: number
 }
 
@@ -110,7 +114,7 @@ export class LinkShelf {
     )
   }
 
-  /** The links logins lent in C left back on the shelf since the last call, in order. */
+  /** The links logins lent in C left back on the shelf since the last call, each once. */
   returns(): QuietReturn[] {
     const flat = addon!.shelfReturns(this.shelf)
     if (!flat) return NONE_RETURNED
@@ -118,7 +122,7 @@ export class LinkShelf {
     for (let at = 0; at < flat.length; at += 4) {
       const [link, processId, secretKey, transactions] = flat.slice(at, at + 4)
       returns.push({
-        link: link as ServerLinkHandle,
+        link: link as ServerLinkHandle | undefined,
         key: { processId: processId as number, secretKey: secretKey as number },
         transactions: transactions as number,
       })

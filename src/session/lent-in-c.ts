@@ -93,8 +93,8 @@ export class LendingInC implements IdleLender {
     private readonly settings: SettingsHolder,
     /** How long until the database's table-name check is due (TableNameChecks.dueInMs). */
     private readonly checkDueInMs: (database: string) => number,
-    /** Counts a login lent in C that left before JavaScript heard of it, after `transactions`. */
-    private readonly quietLogin: (transactions: number) => void,
+    /** Counts the `transactions` of logins lent in C that left before JavaScript heard of them. */
+    private readonly quietLogins: (transactions: number) => void,
     /**
      * The pools pool transactions: a connection is shelved as its last client leaves it between
      * transactions, and its next one keeps it, relayed natively, as lazy release keeps one.
@@ -115,8 +115,8 @@ export class LendingInC implements IdleLender {
   /** A link back on the shelf quietly stays idle, its next client greeted with a new key. */
   takeReturns(): void {
     for (const { link, key, transactions } of this.shelf.returns()) {
-      this.quietLogin(transactions)
-      const server = this.byLink.get(link)
+      this.quietLogins(transactions)
+      const server = link && this.byLink.get(link)
       const shelved = server && this.shelved.get(server)
       if (!shelved) continue
       this.pooling.cancelKeys.forget(shelved.cancelKey)

@@ -74,7 +74,7 @@ async function startLending(overrides: ConfigOverrides = {}) {
   const quietReturns = () => {
     proxy.nativeSessionCount()
     return logs
-      .filter((line) => line.msg === 'a login lent in C left before JavaScript heard of it')
+      .filter((line) => line.msg === 'logins lent in C left before JavaScript heard of them')
       .map((line) => line.transactions)
   }
   return { proxy, logs, reload, lent, backOnShelf, quietReturns }
@@ -321,6 +321,35 @@ test("a lent session's connection goes back on the shelf in C at its goodbye, fo
   }
 })
 
+test('quiet returns to one connection are taken in as one: their transactions summed, the latest key adopted', async () => {
+  const { proxy, quietReturns } = await startLending()
+  try {
+    const first = await connect(proxy)
+    await first.client.end()
+    await idleAgain(proxy)
+    // Six clients lent quietly, one after another, in far less time than six sweeps.
+    const quiet = 6
+    for (let i = 0; i < quiet; i++) {
+      const { client, pid } = await connect(proxy)
+      await client.query('SELECT 1')
+      await client.end()
+      await resetDone(pid)
+    }
+    const returns = quietReturns()
+    expect(returns.length).toBeLessThan(quiet)
+    expect(returns.reduce<number>((sum, transactions) => sum + Number(transactions), 0)).toBe(
+      2 * quiet,
+    )
+    // The next client's key, adopted from the last return, reaches its query.
+    const next = await connect(proxy)
+    expect(next.pid).toBe(first.pid)
+    await cancelWithKey(proxy, next.client, next.client.query('SELECT pg_sleep(10)'))
+    await next.client.end()
+  } finally {
+    await proxy.close()
+  }
+})
+
 describe("the pool's sweep", () => {
   /** Whether JavaScript heard of a login lent in C while it was under way, read from the log. */
   const reported = (logs: Record<string, unknown>[]) =>
@@ -352,7 +381,7 @@ describe("the pool's sweep", () => {
       // Only the sweep (once a second) takes the return in: nothing else settles meanwhile.
       await waitFor(
         () =>
-          logs.some((line) => line.msg === 'a login lent in C left before JavaScript heard of it'),
+          logs.some((line) => line.msg === 'logins lent in C left before JavaScript heard of them'),
         { what: 'the sweep' },
       )
       expect(reported(logs)).toBe(false)
@@ -408,20 +437,40 @@ test("a lent session's connection goes to a client waiting in the pool, not back
   }
 })
 
+/** A client leaves its connection idle, the next like it is lent it quietly and leaves: its backend. */
+async function returnedQuietly(proxy: TestProxy): Promise<number> {
+  await (await connect(proxy)).client.end()
+  await idleAgain(proxy)
+  const second = await connect(proxy)
+  await second.client.end()
+  await resetDone(second.pid)
+  return second.pid
+}
+
 test('a connection back on the shelf in C whose server leaves is not lent again', async () => {
   const { proxy, lent, quietReturns } = await startLending()
   try {
-    await (await connect(proxy)).client.end()
-    await idleAgain(proxy)
-    const second = await connect(proxy)
-    await second.client.end()
-    await resetDone(second.pid)
+    const backend = await returnedQuietly(proxy)
     expect(quietReturns()).toEqual([1])
-    await queryOnce(db.url, `SELECT pg_terminate_backend(${second.pid})`)
+    await queryOnce(db.url, `SELECT pg_terminate_backend(${backend})`)
     const next = await connect(proxy)
     expect(lent()).toEqual([])
-    expect(next.pid).not.toBe(second.pid)
+    expect(next.pid).not.toBe(backend)
     await next.client.end()
+  } finally {
+    await proxy.close()
+  }
+})
+
+test('a quiet return to a connection whose server then leaves still counts its transactions', async () => {
+  const { proxy, quietReturns } = await startLending()
+  try {
+    const backend = await returnedQuietly(proxy)
+    await queryOnce(db.url, `SELECT pg_terminate_backend(${backend})`)
+    await waitFor(async () => (await idleConnections(proxy)) === 0, {
+      what: 'the connection closed',
+    })
+    expect(quietReturns()).toEqual([1])
   } finally {
     await proxy.close()
   }

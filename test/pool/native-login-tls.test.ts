@@ -320,12 +320,12 @@ describe('a session pool lends a login inside TLS a connection in C', () => {
   test('one that says goodbye before JavaScript hears of it leaves the connection on the shelf, its TLS connection closed', async () => {
     const { client, ends, pid } = await lentAfterAnother()
     // Those before it were taken in when the console settled (idleAgain).
-    const quiet = logged('a login lent in C left before JavaScript heard of it')
+    const quiet = logged('logins lent in C left before JavaScript heard of them')
     expect((await client.query('SELECT 6 AS v')).rows).toEqual([{ v: 6 }])
     await client.end()
     await vi.waitFor(() => expect(descriptorsOf(ends)).toBe(0))
     lending.proxy.nativeSessionCount()
-    expect(logged('a login lent in C left before JavaScript heard of it')).toBe(quiet + 1)
+    expect(logged('logins lent in C left before JavaScript heard of them')).toBe(quiet + 1)
     const next = await connected(lending.proxy)
     expect(next.pid).toBe(pid)
     await next.client.end()
