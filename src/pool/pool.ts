@@ -7,10 +7,20 @@ import type { ServerConnection } from './server-connection.js'
 interface Waiter {
   resolve: (connection: ServerConnection) => void
   reject: (err: Error) => void
-  timer: NodeJS.Timeout
+  /** Stops its timeout and its watch on the client: it is out of the queue. */
+  leave: () => void
   /** performance.now() when the client joined the queue. */
   since: number
 }
+
+/** A client that may queue: it leaves the queue when it closes (PgBouncer drops it at once). */
+export interface QueuedClient {
+  /** Calls `listener` once the client has closed; returns a function that takes it off. */
+  onClose(listener: () => void): () => void
+}
+
+/** Why a client that closed while it waited got no server connection. */
+export const CLIENT_LEFT_QUEUE = 'client left while waiting for a server connection'
 
 /** What a pool reports as it happens: only clients that had to wait cost anything. */
 export interface PoolObserver {
@@ -171,12 +181,13 @@ export class Pool {
     }
   }
 
-  checkout(): Promise<ServerConnection> {
+  /** A server connection for `client`, which queues for one if it must (until it closes). */
+  checkout(client?: QueuedClient): Promise<ServerConnection> {
     this.lender?.settle()
     const connection = this.takeIdle()
     if (connection) return Promise.resolve(connection)
     if (this.count < this.config.size) return this.openOne()
-    return this.enqueue()
+    return this.enqueue(client)
   }
 
   /**
@@ -189,22 +200,39 @@ export class Pool {
   }
 
   /** Every server connection is lent: the client queues (FIFO) until one comes back. */
-  private enqueue(): Promise<ServerConnection> {
+  private enqueue(client?: QueuedClient): Promise<ServerConnection> {
     return new Promise((resolve, reject) => {
       const since = performance.now()
+      /** Out of the queue without a connection (unless it was served meanwhile). */
+      const giveUp = (err: Error, what: string) => {
+        const at = this.waiters.indexOf(waiter)
+        if (at < 0) return
+        this.waiters.splice(at, 1)
+        waiter.leave()
+        this.log.info(this.stats(), what)
+        reject(err)
+      }
+      const timer = setTimeout(() => {
+        this.observer.timedOut()
+        giveUp(
+          waitTimeout(this.config.waitTimeoutMs),
+          'a client gave up waiting for a server connection',
+        )
+      }, this.config.waitTimeoutMs)
+      const unwatch = client?.onClose(() =>
+        giveUp(new Error(CLIENT_LEFT_QUEUE), 'a client left the queue'),
+      )
       const waiter: Waiter = {
         resolve: (connection) => {
           this.observer.waited((performance.now() - since) / 1000)
           resolve(connection)
         },
         reject,
+        leave: () => {
+          clearTimeout(timer)
+          unwatch?.()
+        },
         since,
-        timer: setTimeout(() => {
-          this.waiters.splice(this.waiters.indexOf(waiter), 1)
-          this.observer.timedOut()
-          this.log.info(this.stats(), 'a client gave up waiting for a server connection')
-          reject(waitTimeout(this.config.waitTimeoutMs))
-        }, this.config.waitTimeoutMs),
       }
       this.waiters.push(waiter)
       this.log.info(this.stats(), 'a client waits for a server connection')
@@ -249,7 +277,7 @@ export class Pool {
     if (this.worn(connection) || this.closed || this.overSize()) return this.discard(connection)
     const waiter = this.waiters.shift()
     if (waiter) {
-      clearTimeout(waiter.timer)
+      waiter.leave()
       return waiter.resolve(connection)
     }
     connection.idleSince = Date.now()
@@ -292,7 +320,7 @@ export class Pool {
     clearInterval(this.sweeper)
     for (const connection of this.idle.splice(0)) this.discard(connection)
     for (const waiter of this.waiters.splice(0)) {
-      clearTimeout(waiter.timer)
+      waiter.leave()
       waiter.reject(new PgError('57P01', 'terminating connection due to administrator command'))
     }
   }
@@ -340,7 +368,7 @@ export class Pool {
     if (this.count >= this.config.size) return
     const waiter = this.waiters.shift()
     if (!waiter) return
-    clearTimeout(waiter.timer)
+    waiter.leave()
     this.openOne().then(waiter.resolve, waiter.reject)
   }
 

@@ -2,7 +2,7 @@ import { authenticateConnection, type AuthenticatedConnection } from '../auth/co
 import type { CredentialSource } from '../auth/credential-source.js'
 import type { ClientConnection } from '../client/client-connection.js'
 import type { CancelKeys } from '../pool/cancel-keys.js'
-import type { Pool } from '../pool/pool.js'
+import { CLIENT_LEFT_QUEUE, type Pool } from '../pool/pool.js'
 import type { PoolRegistry } from '../pool/pool-registry.js'
 import type { ServerConnection } from '../pool/server-connection.js'
 import { sameName, settingsStatement, startupSettings } from '../pool/startup-settings.js'
@@ -161,10 +161,10 @@ function greetingDefaults({ pool, options }: Arrival): ReadonlyMap<string, strin
 
 /** A server connection lent to the client, once one is free; it may have left meanwhile. */
 async function lendTo({ connection, pool }: Arrival): Promise<ServerConnection> {
-  const server = await pool.checkout()
+  const server = await pool.checkout(connection)
   if (connection.closed) {
     pool.checkin(server)
-    throw new Error('client left while waiting for a server connection')
+    throw new Error(CLIENT_LEFT_QUEUE)
   }
   return server
 }

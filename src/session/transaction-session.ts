@@ -357,7 +357,7 @@ export class TransactionSession {
     let server: ServerConnection
     try {
       await this.settled
-      server = await this.options.pool.checkout()
+      server = await this.options.pool.checkout(this.connection)
     } catch (err) {
       return this.fail(err instanceof PgError ? err : new PgError('08006', String(err)))
     }

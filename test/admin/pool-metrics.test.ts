@@ -173,3 +173,38 @@ test('a client that gives up waiting is counted and logged with the pool', async
     await proxy.close()
   }
 })
+
+/** Destroys a node-postgres client's socket, as a client that vanishes does. */
+const vanish = (client: pg.Client) =>
+  (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy()
+
+test('transaction mode: a client that closes while its query waits leaves the queue at once', async () => {
+  const logs: Record<string, unknown>[] = []
+  const proxy = await startPool(60_000, logs, 'transaction')
+  try {
+    const [holder, waiter] = [await connect(proxy), await connect(proxy)]
+    await holder.query('BEGIN')
+    waiter.query('SELECT 7').catch(() => {})
+    const waiting = async () => poolSeries(await metrics(proxy), 'pgfence_pool_clients_waiting')
+    await expect.poll(waiting).toBe(1)
+    vanish(waiter)
+    await expect.poll(waiting).toBe(0)
+    expect(await showPools(proxy)).toEqual([
+      expect.objectContaining({ cl_active: '1', cl_waiting: '0', sv_active: '1' }),
+    ])
+    expect(logs).toContainEqual(
+      expect.objectContaining({ msg: 'a client left the queue', waiting: 0 }),
+    )
+    // The connection goes idle once the holder commits: no client it was handed to waited.
+    await holder.query('COMMIT')
+    await expect
+      .poll(async () =>
+        poolSeries(await metrics(proxy), 'pgfence_pool_server_connections', ',state="idle"'),
+      )
+      .toBe(1)
+    expect(poolSeries(await metrics(proxy), 'pgfence_pool_wait_seconds_count') ?? 0).toBe(0)
+    await holder.end()
+  } finally {
+    await proxy.close()
+  }
+})
