@@ -24,6 +24,7 @@
         "src/native/link-shelf.c",
         "src/native/login-lend.c",
         "src/native/relay-side.c",
+        "src/native/poll-park.c",
         "src/native/reset-answer.c"
       ],
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]

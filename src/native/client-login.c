@@ -99,7 +99,7 @@ enum phase { STARTUP, HANDSHAKE, INITIAL, FINAL, HANDED, OVER };
 
 struct login {
   /* First, so that a relay's side finds its login. side.io.fd: a duplicate of the client's
-   * descriptor, closed with the poll handle. */
+   * descriptor, closed once the side is (side_close). */
   side_t side;
   setup_t *setup;
   napi_ref done;
@@ -162,7 +162,7 @@ static void stop(login_t *login) {
   drop_reader(login);
   if (login->phase == OVER || login->side.relay) return;
   login->phase = OVER;
-  uv_close((uv_handle_t *)&login->side.poll, on_closed);
+  side_close(&login->side, on_closed);
 }
 
 static napi_value buffer_or_undefined(napi_env env, const uint8_t *p, size_t n, int present) {
@@ -322,7 +322,7 @@ napi_value login_report_lent(side_t *side, napi_value relay, napi_value link, in
   napi_create_int32(env, 0, &argv[3]);
   napi_create_int32(env, fd, &argv[4]);
   napi_get_undefined(env, &argv[5]);
-  napi_create_double(env, (double)(uv_now(side->poll.loop) - login->lent_at), &argv[6]);
+  napi_create_double(env, (double)(uv_now(side->loop) - login->lent_at), &argv[6]);
   argv[7] = relay;
   argv[8] = link;
   napi_get_reference_value(env, end->callback, &fn);
@@ -575,7 +575,7 @@ static void on_password(login_t *login, const uint8_t *body, size_t n) {
   /* Lent: a relay holds the side, and the login counts as quiet until reported. Failed: the
    * answer went out, and the client is closed. */
   login->phase = HANDED;
-  login->lent_at = uv_now(login->side.poll.loop);
+  login->lent_at = uv_now(login->side.loop);
   login->lent_end = accepted_leave(&login->entry);
   if (lent == LEND_FAILED) {
     stop(login);
@@ -749,13 +749,12 @@ static login_t *login_on(setup_t *setup, uv_loop_t *loop, int fd) {
   login_t *login = calloc(1, sizeof *login);
   if (!login) return NULL;
   login->side.io.fd = fd;
-  if (uv_poll_init(loop, &login->side.poll, fd) != 0) {
+  if (side_open(&login->side, loop) != 0) {
     free(login);
     return NULL;
   }
   login->setup = setup;
   setup->logins++;
-  login->side.poll.data = &login->side;
   login->side.on_poll = on_poll;
   login->handle_open = 1;
   login->finalized = 1;

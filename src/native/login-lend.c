@@ -122,7 +122,7 @@ static int lend(void *ctx, side_t *client, const uint8_t *packet, size_t len,
   lender_t *lender = ctx;
   lease_t *l = malloc(sizeof *l);
   if (!l) return LEND_NONE;
-  if (shelf_lend(lender->shelf, packet, len, uv_now(client->poll.loop), &l->lent) < 0) {
+  if (shelf_lend(lender->shelf, packet, len, uv_now(client->loop), &l->lent) < 0) {
     free(l);
     return LEND_NONE;
   }

@@ -33,6 +33,7 @@
 #include "link-shelf.h"
 #include "login-lend.h"
 #include "napi-string.h"
+#include "poll-park.h"
 #include "query-cache.h"
 #include "query-normalise.h"
 #include "random-block.h"
@@ -742,9 +743,9 @@ static void relay_halt(relay_t *r, int keep) {
   r->lend = NULL;
   if (r->lease) r->lender->over(r->lease);
   r->lease = NULL;
-  uv_close((uv_handle_t *)&r->client->poll, on_client_closed);
+  side_close(r->client, on_client_closed);
   if (keep) r->open_handles--;
-  else uv_close((uv_handle_t *)&r->server->poll, on_server_closed);
+  else side_close(r->server, on_server_closed);
   uv_close((uv_handle_t *)&r->kick, on_kick_closed);
   /* The TLS connections go back to their pumps, for JavaScript to finish the session with. */
   if (r->client->channel) tls_channel_resume(r->client->channel);
@@ -885,13 +886,12 @@ static int init_side(relay_t *r, side_t *s, uv_loop_t *loop, int fd, tls_channel
   s->io.fd = channel ? tls_channel_lend(channel, fd, &s->io, &s->out) : dup(fd);
   if (s->io.fd < 0) return -1;
   s->channel = channel;
-  if (uv_poll_init(loop, &s->poll, s->io.fd) != 0) {
+  if (side_open(s, loop) != 0) {
     close(s->io.fd);
     stream_io_free(&s->io);
     if (channel) tls_channel_resume(channel);
     return -1;
   }
-  s->poll.data = s;
   s->on_poll = on_poll;
   r->open_handles++;
   return 0;
@@ -1134,7 +1134,7 @@ static napi_value js_relay(napi_env env, napi_callback_info info) {
     if (r->client->channel) tls_channel_resume(r->client->channel);
     /* The client's handle lives in r (both go once its close completes), or in its login. */
     if (r->client == &r->own_client) {
-      uv_close((uv_handle_t *)&r->client->poll, on_failed_init_closed);
+      side_close(r->client, on_failed_init_closed);
     } else {
       login_side_close(r->client);
       free_needles(r);
@@ -1181,7 +1181,7 @@ relay_t *relay_lent(napi_env env, side_t *client, server_link_t *link,
   relay_t *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   r->env = env;
-  r->loop = client->poll.loop;
+  r->loop = client->loop;
   r->progress.status = TRANSACTION_STATUS_IDLE;
   r->progress.progress_at = uv_now(r->loop);
   r->keeps_server = 1;
@@ -1389,6 +1389,8 @@ static napi_value define_relay_class(napi_env env) {
 
 NAPI_MODULE_INIT() {
   if (!define_relay_class(env)) return NULL;
+  /* Without a park, each socket's poll handle is made and closed as libuv's way is. */
+  poll_park_open(env);
   static const named_function_t functions[] = {{"relay", js_relay},
                                                {"createQueryCache", js_create_query_cache},
                                                {"queryCacheStats", js_query_cache_stats},

@@ -23,7 +23,7 @@ static const napi_type_tag LINK_TAG = {0x7067666e6c696e6bULL, 0x7365727665723031
 enum state { KEPT, RESETTING, WAITING, CLOSING };
 
 struct server_link {
-  side_t side; /* first: a side's poll handle finds its link */
+  side_t side; /* first: a side's handles find their link */
   napi_env env;
   napi_ref value;    /* the JavaScript value: held strongly while a relay has the side */
   napi_ref on_event; /* linkReset's callback, until the link closes or a relay takes it */
@@ -80,7 +80,7 @@ static void link_close(server_link_t *link) {
   if (!link->handle_open || link->state == CLOSING || link->side.relay) return;
   link->state = CLOSING;
   link->reset_done = NULL;
-  uv_close((uv_handle_t *)&link->side.poll, on_closed);
+  side_close(&link->side, on_closed);
 }
 
 static void finalize(napi_env env, void *data, void *hint) {
@@ -307,15 +307,14 @@ napi_value js_link_watch(napi_env env, napi_callback_info info) {
   server_link_t *link = link_new(env);
   if (!link) return throw_error(env, "pgfence link: out of memory");
   link->side.io.fd = dup(fd);
-  if (link->side.io.fd < 0 || uv_poll_init(loop, &link->side.poll, link->side.io.fd) != 0) {
+  if (link->side.io.fd < 0 || side_open(&link->side, loop) != 0) {
     if (link->side.io.fd >= 0) close(link->side.io.fd);
     link_free_unopened(link);
     return throw_error(env, "pgfence link: the descriptor cannot be watched");
   }
-  link->side.poll.data = &link->side;
   value = link_keep(link);
   if (!value) {
-    uv_close((uv_handle_t *)&link->side.poll, on_closed);
+    side_close(&link->side, on_closed);
     return throw_error(env, "pgfence link: out of memory");
   }
   napi_create_reference(env, argv[1], 1, &link->on_event);

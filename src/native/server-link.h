@@ -76,7 +76,7 @@ napi_value link_keep(server_link_t *link);
 /* Frees a link whose side never opened (its descriptor could not be watched). */
 void link_free_unopened(server_link_t *link);
 
-/* The side's poll handle closed (under a relay or not): the descriptor is closed; the link is
+/* The side closed (under a relay or not): the descriptor is closed; the link is
  * freed once nothing refers to it. */
 void link_handle_closed(server_link_t *link);
 
