@@ -10,9 +10,9 @@
 # Table 3 (TLS, BENCH_TLS=1): pgbench -S against a throwaway PostgreSQL with ssl=on, through
 # PgBouncer with server_tls_sslmode=require and pgfence with upstream.tls: require; then with TLS
 # from pgbench too (sslmode=require; PgBouncer client_tls_sslmode=require, pgfence's tls section).
-# Logins table: pgbench -S -C (a new connection per transaction) through each pool mode, with
-# TLS from pgbench, and with a plaintext userlist; beside TPS, the proxy's own CPU per login
-# (utime + stime from /proc/<pid>/stat over the run, divided by the logins). The session row
+# Logins table: pgbench -S -C (a new connection per transaction) through each pool mode, plain
+# and with TLS from pgbench, and with a plaintext userlist; beside TPS, the proxy's own CPU per
+# login (utime + stime from /proc/<pid>/stat over the run, divided by the logins). The session row
 # also measures Node's floor (bench/login-floor.mjs): a Node server that authenticates with the
 # same SCRAM secret and answers from memory, with no server leg or pool, i.e. the least a login
 # can cost a proxy on Node's net module.
@@ -167,10 +167,11 @@ run_logins() {
   # first runs logins unmeasured for a while, as a long-running proxy would have.
   log "==> logins: ${BENCH_LOGIN_JIT_WARMUP}s of logins through each pgfence first"
   for port in "$PGFENCE_POOLED_PORT" "$PGFENCE_TRANSACTION_PORT" "$PGFENCE_LOGIN_TLS_PORT" \
-    "$PGFENCE_PLAIN_PORT" "$PGFENCE_PORT" "$NODE_FLOOR_PORT"; do
+    "$PGFENCE_TRANSACTION_TLS_PORT" "$PGFENCE_PLAIN_PORT" "$PGFENCE_PORT" "$NODE_FLOOR_PORT"; do
     [[ -n $port ]] || continue
     sslmode=${PGSSLMODE:-prefer}
-    [[ $port == "$PGFENCE_LOGIN_TLS_PORT" ]] && sslmode=require
+    [[ $port == "$PGFENCE_LOGIN_TLS_PORT" || $port == "$PGFENCE_TRANSACTION_TLS_PORT" ]] &&
+      sslmode=require
     PGSSLMODE=$sslmode pgbench -n -h 127.0.0.1 -p "$port" -U "$BENCH_USER" \
       -c "$BENCH_CLIENTS" -j "$BENCH_JOBS" -S -C -T "$BENCH_LOGIN_JIT_WARMUP" "$BENCH_DB" \
       >/dev/null 2>&1 || true
@@ -184,6 +185,8 @@ run_logins() {
     measure_login transaction pgfence "$PGFENCE_TRANSACTION_PORT"
     PGSSLMODE=require measure_login 'session, TLS' pgbouncer "$PGBOUNCER_LOGIN_TLS_PORT"
     PGSSLMODE=require measure_login 'session, TLS' pgfence "$PGFENCE_LOGIN_TLS_PORT"
+    PGSSLMODE=require measure_login 'transaction, TLS' pgbouncer "$PGBOUNCER_TRANSACTION_TLS_PORT"
+    PGSSLMODE=require measure_login 'transaction, TLS' pgfence "$PGFENCE_TRANSACTION_TLS_PORT"
     measure_login 'session, plaintext' pgbouncer "$PGBOUNCER_PLAIN_PORT"
     measure_login 'session, plaintext' pgfence "$PGFENCE_PLAIN_PORT"
     measure_login 'none (no pool)' direct "$PG_PORT"
@@ -379,20 +382,31 @@ start_pool_targets() {
   printf -v "$3" '%s' "$fence"
 }
 
-# Session pools for the logins table beyond the pooled ones: TLS from the client (the upstream
-# leg plain), and userlists with the plaintext password.
+# A PgBouncer and a pgfence pool in mode $1 that take client TLS only, with the certificate in
+# $2 (the upstream leg plain); their ports go into the variables named $3 and $4.
+start_tls_login_pair() {
+  local mode=$1 certs=$2 bouncer fence
+  bouncer=$(free_port)
+  log "==> pgbouncer ($mode mode, SCRAM, client TLS) on 127.0.0.1:$bouncer"
+  start_pgbouncer "$bouncer" "$BENCH_DB" "$mode" scram-sha-256 "client_tls_sslmode = require
+client_tls_cert_file = $certs/server.crt
+client_tls_key_file = $certs/server.key"
+  fence=$(free_port)
+  log "==> pgfence ($mode pooling, SCRAM, client TLS) on 127.0.0.1:$fence"
+  start_pgfence "$fence" '[]' "pgfence-login-tls-$mode" "$mode" disable \
+    "tls: { cert: $certs/server.crt, key: $certs/server.key }" || fence=
+  printf -v "$3" '%s' "$bouncer"
+  printf -v "$4" '%s' "$fence"
+}
+
+# Pools for the logins table beyond the pooled ones: TLS from the client in both pool modes, and
+# a session pool with userlists holding the plaintext password.
 start_login_targets() {
   local certs="$WORK_DIR/tls-login"
   make_cert "$certs"
-  PGBOUNCER_LOGIN_TLS_PORT=$(free_port)
-  log "==> pgbouncer (session mode, SCRAM, client TLS) on 127.0.0.1:$PGBOUNCER_LOGIN_TLS_PORT"
-  start_pgbouncer "$PGBOUNCER_LOGIN_TLS_PORT" "$BENCH_DB" session scram-sha-256 "client_tls_sslmode = require
-client_tls_cert_file = $certs/server.crt
-client_tls_key_file = $certs/server.key"
-  PGFENCE_LOGIN_TLS_PORT=$(free_port)
-  log "==> pgfence (session pooling, SCRAM, client TLS) on 127.0.0.1:$PGFENCE_LOGIN_TLS_PORT"
-  start_pgfence "$PGFENCE_LOGIN_TLS_PORT" '[]' pgfence-login-tls session disable \
-    "tls: { cert: $certs/server.crt, key: $certs/server.key }" || PGFENCE_LOGIN_TLS_PORT=
+  start_tls_login_pair session "$certs" PGBOUNCER_LOGIN_TLS_PORT PGFENCE_LOGIN_TLS_PORT
+  start_tls_login_pair transaction "$certs" PGBOUNCER_TRANSACTION_TLS_PORT \
+    PGFENCE_TRANSACTION_TLS_PORT
   local scram_secret=$USERLIST_SECRET
   local USERLIST_SECRET=$BENCH_PASSWORD
   PGBOUNCER_PLAIN_PORT=$(free_port)
